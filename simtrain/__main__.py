@@ -1,0 +1,5 @@
+import sys
+
+from simtrain.cli import main
+
+sys.exit(main())

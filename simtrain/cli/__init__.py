@@ -1,0 +1,62 @@
+"""Command line: thin. Parses arguments, calls the verbs, prints reports.
+
+Bad input exits with status 2 and a short message (file, field, reason), never a traceback;
+``--debug`` shows one. Each subcommand lives in its own module with ``register(subparsers)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from simtrain.errors import SimtrainError, SpecError
+
+__all__ = ["main", "build_parser"]
+
+#: subcommand modules, in help order; each defines register(subparsers) and sets func on its parser.
+SUBCOMMANDS = ("specs", "check", "model", "estimate", "simulate", "sweep", "plan", "calibrate", "validate")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="simtrain", description="Capacity planning for ML training: "
+                                     "estimate / simulate step time, memory and cost before you spend a GPU-month.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"simtrain.cli.{name}")
+        except ModuleNotFoundError as err:
+            if err.name == f"simtrain.cli.{name}":
+                continue  # subcommand not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        from simtrain.cli import default
+        args.func = default.run
+    try:
+        return int(args.func(args) or 0)
+    except SpecError as err:
+        if args.debug:
+            raise
+        print(f"simtrain: error: {err}", file=sys.stderr)
+        return 2
+    except SimtrainError as err:
+        if args.debug:
+            raise
+        print(f"simtrain: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

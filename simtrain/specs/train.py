@@ -1,0 +1,216 @@
+"""TrainConfig: *how* a model is trained (batch, precision, optimizer, parallel layout, schedule,
+recomputation, input pipeline). Validated on construction; checks that need the cluster or the model
+live in :func:`layout_problems` so an estimate can report them instead of raising."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from simtrain.glossary import OptimizerKind, PipelineSchedule, Precision, Recompute
+from simtrain.specs.base import Bytes, BytesPerS, Seconds, Spec, spec_error_from_validation
+
+__all__ = ["TrainConfig", "DataPipeline", "EvalConfig", "layout_problems", "resolve_dp"]
+
+Degree = Annotated[int, Field(ge=1, le=1_000_000)]
+
+
+class DataPipeline(Spec):
+    """The input pipeline (chapter 8.4.2 / 8.5.1). The default is "never the bottleneck"."""
+
+    sample_bytes: Bytes | None = None
+    """Bytes read from storage per sample (None: data is already in memory; no fetch cost)."""
+    storage_bandwidth_bytes_per_s: BytesPerS | None = None
+    """Storage read rate; None uses the node's NVMe (or no limit when the node has none)."""
+    network_bandwidth_bytes_per_s: BytesPerS | None = None
+    """Remote storage network rate; fetch rate is min(disk, network) × access_factor."""
+    access_factor: Annotated[float, Field(gt=0, le=1)] = 1.0
+    """Sequential = 1; random small reads lower it."""
+    transform_s_per_sample: Seconds = 0.0
+    """CPU seconds of preprocessing per sample for one worker."""
+    transform_stages_s: list[Seconds] | None = None
+    """Per-stage CPU seconds per sample (decode, augment, ...); summed, and exclusive with the above."""
+    num_workers: Annotated[int, Field(ge=0, le=1024)] = 0
+    """DataLoader workers per device; 0 = the training process preprocesses (never overlapped)."""
+    prefetch_factor: Annotated[int, Field(ge=0, le=64)] = 2
+    """Batches each worker keeps ready; 0 disables prefetching (fetch, process, transfer and compute add up)."""
+    pin_memory: bool = True
+    """Pinned host buffers: full-rate async host→device copies; pageable copies run at half rate."""
+    device_bytes_per_sample: Bytes | None = None
+    """Bytes copied host→device per sample (defaults to sample_bytes)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> DataPipeline:
+        if self.transform_stages_s is not None and self.transform_s_per_sample:
+            raise ValueError("give transform_s_per_sample or transform_stages_s, not both")
+        return self
+
+    @property
+    def transform_seconds_per_sample(self) -> float:
+        return sum(self.transform_stages_s) if self.transform_stages_s else self.transform_s_per_sample
+
+    @property
+    def prefetch(self) -> bool:
+        return self.num_workers > 0 and self.prefetch_factor > 0
+
+
+class EvalConfig(Spec):
+    """Evaluation every ``every_steps`` training steps: forward only, its own batch."""
+
+    every_steps: Annotated[int, Field(ge=1)]
+    batches: Annotated[int, Field(ge=1)] = 1
+    batch_size: Annotated[int, Field(ge=1)] | None = None
+    """Samples per evaluation batch (whole job); defaults to the training global batch."""
+
+
+class TrainConfig(Spec):
+    """How to train. Field names are the public API (DESIGN.md)."""
+
+    global_batch_size: Annotated[int, Field(ge=1)]
+    micro_batch_size: Annotated[int, Field(ge=1)] = 1
+    seq_len: Annotated[int, Field(ge=1)] | None = None
+    """Tokens per sample for sequence models; None keeps the model's own (or a non-sequence model)."""
+    precision: Precision = Precision.BF16
+    optimizer: OptimizerKind = OptimizerKind.ADAMW
+    dp: Degree | None = None
+    """Data-parallel degree; None = whatever the cluster leaves after tp × pp × cp."""
+    tp: Degree = 1
+    pp: Degree = 1
+    cp: Degree = 1
+    ep: Degree = 1
+    """Expert parallelism, carved out of the dp × cp ranks (as Megatron-core does)."""
+    zero_stage: Literal[0, 1, 2, 3] = 0
+    """0 none; 1 optimizer states; 2 + gradients; 3 + parameters (== FSDP full shard)."""
+    pipeline_schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
+    virtual_stages: Degree = 1
+    """Model chunks per pipeline rank; > 1 only with the interleaved schedule."""
+    sequence_parallel: bool = False
+    recompute: Recompute = Recompute.NONE
+    recompute_every_k_blocks: Annotated[int, Field(ge=1)] | None = None
+    """With recompute='full': checkpoint only every k-th block (k=1 is every block)."""
+    fused_optimizer: bool = True
+    """Fused / multi-tensor optimizer step (≈2× parameter bytes moved) vs unfused (≈5×)."""
+    dp_overlap: bool = True
+    """Overlap gradient all-reduce buckets with the backward pass."""
+    dp_bucket_bytes: Bytes = 25 * 2**20
+    frozen_prefixes: list[str] = Field(default_factory=list)
+    """Op-name prefixes whose parameters are frozen: no gradients, no optimizer state."""
+    flash_attention: bool | None = None
+    """Fused attention (scores never materialised); None keeps the model's setting."""
+    attention_flops: Literal["full", "causal"] = "full"
+    """MFU convention for causal attention: 'full' (PaLM, the default) or 'causal' (halved)."""
+    rank_order: str = "tp-cp-ep-dp-pp"
+    """Parallel axes from innermost (adjacent ranks, same node) to outermost."""
+    moe_load_imbalance: Annotated[float, Field(ge=1, le=100)] = 1.0
+    memory_overhead_fraction: Annotated[float, Field(ge=0, le=1)] = 0.05
+    """Allocator fragmentation + framework workspace, as a fraction of usable device memory."""
+    data: DataPipeline = Field(default_factory=DataPipeline)
+    eval: EvalConfig | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainConfig:
+        problems = self._local_problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def _local_problems(self) -> list[str]:
+        out: list[str] = []
+        if self.global_batch_size % self.micro_batch_size:
+            out.append(f"micro_batch_size={self.micro_batch_size} does not divide "
+                       f"global_batch_size={self.global_batch_size}")
+        if self.dp is not None:
+            if self.global_batch_size % self.dp:
+                out.append(f"dp={self.dp} does not divide global_batch_size={self.global_batch_size}")
+            elif (self.global_batch_size // self.dp) % self.micro_batch_size:
+                out.append(f"micro_batch_size={self.micro_batch_size} does not divide the per-replica "
+                           f"batch {self.global_batch_size}/dp={self.global_batch_size // self.dp}")
+            if (self.dp * self.cp) % self.ep:
+                out.append(f"ep={self.ep} must divide dp × cp = {self.dp} × {self.cp}")
+        out += self._schedule_problems()
+        if self.rank_order_axes is None:
+            out.append(f"rank_order {self.rank_order!r} must name each of tp, cp, ep, dp, pp once, joined by '-'")
+        if self.recompute_every_k_blocks is not None and self.recompute is not Recompute.FULL:
+            out.append("recompute_every_k_blocks needs recompute='full'")
+        return out
+
+    def _schedule_problems(self) -> list[str]:
+        out = []
+        if self.pipeline_schedule is PipelineSchedule.INTERLEAVED:
+            if self.pp < 2:
+                out.append("pipeline_schedule 'interleaved-1f1b' needs pp >= 2")
+            if self.virtual_stages < 2:
+                out.append("pipeline_schedule 'interleaved-1f1b' needs virtual_stages >= 2")
+        elif self.virtual_stages != 1:
+            out.append(f"virtual_stages={self.virtual_stages} needs pipeline_schedule 'interleaved-1f1b'")
+        return out
+
+    @property
+    def rank_order_axes(self) -> tuple[str, ...] | None:
+        axes = tuple(self.rank_order.split("-"))
+        return axes if sorted(axes) == sorted(("tp", "cp", "ep", "dp", "pp")) else None
+
+    @classmethod
+    def build(cls, file: str | None = None, **fields) -> TrainConfig:
+        """Construct, turning validation errors into a SpecError that names ``file`` and the field."""
+        try:
+            return cls(**fields)
+        except ValidationError as err:
+            raise spec_error_from_validation(err, file) from None
+
+
+def resolve_dp(cfg: TrainConfig, devices_count: int) -> tuple[int | None, list[str]]:
+    """The data-parallel degree on ``devices_count`` devices, or None and the reasons it has none."""
+    inner = cfg.tp * cfg.pp * cfg.cp
+    if cfg.dp is None:
+        if devices_count % inner:
+            return None, [f"the cluster's {devices_count} devices are not a multiple of tp × pp × cp = "
+                          f"{cfg.tp} × {cfg.pp} × {cfg.cp} = {inner}"]
+        dp = devices_count // inner
+    else:
+        dp = cfg.dp
+        if dp * inner != devices_count:
+            return None, [f"dp × tp × pp × cp = {dp} × {cfg.tp} × {cfg.pp} × {cfg.cp} = {dp * inner} "
+                          f"does not match the cluster's {devices_count} devices"]
+    reasons = []
+    if cfg.global_batch_size % dp:
+        reasons.append(f"dp={dp} does not divide global_batch_size={cfg.global_batch_size}")
+    elif (cfg.global_batch_size // dp) % cfg.micro_batch_size:
+        reasons.append(f"micro_batch_size={cfg.micro_batch_size} does not divide the per-replica batch "
+                       f"{cfg.global_batch_size}/dp={cfg.global_batch_size // dp}")
+    if (dp * cfg.cp) % cfg.ep:
+        reasons.append(f"ep={cfg.ep} must divide dp × cp = {dp} × {cfg.cp}")
+    return (dp if not reasons else None), reasons
+
+
+def layout_problems(cfg: TrainConfig, devices_count: int, model=None) -> list[str]:
+    """Every reason the layout cannot run on ``devices_count`` devices for ``model`` (empty = fine).
+
+    Model facts are read through ``model.layout_facts()`` (heads, kv_heads, experts, blocks, seq_len)
+    so this module does not depend on the graph package.
+    """
+    _, reasons = resolve_dp(cfg, devices_count)
+    if model is None:
+        return reasons
+    facts = model.layout_facts()
+    heads, kv = facts.get("heads"), facts.get("kv_heads")
+    if cfg.tp > 1 and heads and heads % cfg.tp:
+        reasons.append(f"tp={cfg.tp} does not divide the model's {heads} attention heads")
+    if cfg.tp > 1 and kv and kv % cfg.tp and cfg.tp % kv:
+        reasons.append(f"tp={cfg.tp} and the model's {kv} KV heads neither divide the other")
+    blocks = facts.get("blocks")
+    if blocks is not None and cfg.pp * cfg.virtual_stages > blocks:
+        reasons.append(f"pp × virtual_stages = {cfg.pp} × {cfg.virtual_stages} exceeds the model's {blocks} blocks")
+    experts = facts.get("experts")
+    if cfg.ep > 1 and not experts:
+        reasons.append(f"ep={cfg.ep} needs a mixture-of-experts model")
+    elif experts and experts % cfg.ep:
+        reasons.append(f"ep={cfg.ep} does not divide the model's {experts} experts")
+    seq = cfg.seq_len or facts.get("seq_len")
+    if cfg.cp > 1 and (not seq or seq % (2 * cfg.cp)):
+        reasons.append(f"cp={cfg.cp} needs seq_len divisible by 2 × cp = {2 * cfg.cp} (got {seq})")
+    if cfg.sequence_parallel and seq and cfg.tp > 1 and seq % cfg.tp:
+        reasons.append(f"sequence_parallel needs seq_len={seq} divisible by tp={cfg.tp}")
+    return reasons
+
