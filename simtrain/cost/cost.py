@@ -30,8 +30,8 @@ class Cost:
 
     flops: float = 0.0
     seconds: float = 0.0
-    memory_bytes: Mapping[str, float] = field(default=_EMPTY)
-    link_bytes: Mapping[str, float] = field(default=_EMPTY)
+    memory_bytes: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    link_bytes: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
 
     @staticmethod
     def zero() -> Cost:

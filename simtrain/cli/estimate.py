@@ -1,0 +1,93 @@
+"""``simtrain estimate JOB.yaml`` or ``simtrain estimate --model M --hardware H [config flags]``;
+``simtrain`` alone runs workloads/jobs/default.yaml."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from simtrain.specs.library import WORKLOADS_DIR
+
+__all__ = ["register", "run", "run_default", "load_job_inputs"]
+
+_CONFIG_FLAGS = {  # flag → (type, TrainConfig field)
+    "global-batch-size": int, "micro-batch-size": int, "seq-len": int, "precision": str, "optimizer": str,
+    "dp": int, "tp": int, "pp": int, "cp": int, "ep": int, "zero-stage": int, "pipeline-schedule": str,
+    "virtual-stages": int, "recompute": str,
+}
+
+
+def register(sub) -> None:
+    p = sub.add_parser("estimate", help="analytical step time, memory, MFU and bottleneck of a job")
+    add_job_arguments(p)
+    p.set_defaults(func=run)
+
+
+def add_job_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("job", nargs="?", help="job file (workloads/jobs/*.yaml or a path)")
+    p.add_argument("--model", help="model name or path (instead of a job file)")
+    p.add_argument("--hardware", "--cluster", dest="hardware", help="cluster or device name or path")
+    p.add_argument("--nodes", type=int, help="override the cluster's node count")
+    p.add_argument("--tokens", type=float, help="tokens to train for time-to-train")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    for flag, typ in _CONFIG_FLAGS.items():
+        p.add_argument(f"--{flag}", type=typ, dest=flag.replace("-", "_"))
+    p.add_argument("--sequence-parallel", action="store_true", default=None)
+
+
+def _overrides(args) -> dict:
+    out = {f.replace("-", "_"): getattr(args, f.replace("-", "_")) for f in _CONFIG_FLAGS}
+    out["sequence_parallel"] = args.sequence_parallel
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _cluster(name: str, nodes: int | None):
+    from simtrain.errors import SpecError
+    from simtrain.specs.hardware import Cluster
+    from simtrain.specs.library import load_cluster, load_device
+    try:
+        return load_cluster(name, nodes=nodes)
+    except SpecError:
+        if nodes not in (None, 1):
+            raise
+        return Cluster.single(load_device(name))
+
+
+def load_job_inputs(args):
+    """(model, cluster, config, tokens) from a job file and/or flags."""
+    from simtrain.errors import SpecError
+    from simtrain.graph.library import load_model
+    from simtrain.specs.jobs import load_job
+    from simtrain.specs.train import TrainConfig
+    overrides = _overrides(args)
+    if args.job:
+        job = load_job(args.job)
+        cfg_fields = {**job.config.model_dump(exclude_unset=True), **overrides}
+        model = load_model(args.model or job.model)
+        cluster = _cluster(args.hardware or job.cluster, args.nodes or job.nodes)
+        tokens = args.tokens or job.tokens
+    else:
+        if not args.model or not args.hardware:
+            raise SpecError.one(None, "job", "give a job file, or both --model and --hardware")
+        model, cluster, tokens = load_model(args.model), _cluster(args.hardware, args.nodes), args.tokens
+        cfg_fields = {"global_batch_size": 8, **overrides}
+    return model, cluster, TrainConfig.build(args.job, **cfg_fields), tokens
+
+
+def run(args) -> int:
+    from simtrain.estimate import estimate
+    from simtrain.report.text import render_report
+    model, cluster, cfg, tokens = load_job_inputs(args)
+    report = estimate(model, cluster, cfg)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, default=str))
+    else:
+        print(render_report(report, tokens=tokens))
+    return 0 if report.feasible else 1
+
+
+def run_default(args) -> int:
+    ns = argparse.Namespace(job=str(WORKLOADS_DIR / "jobs" / "default.yaml"), model=None, hardware=None,
+                            nodes=None, tokens=None, json=False, sequence_parallel=None,
+                            **{f.replace("-", "_"): None for f in _CONFIG_FLAGS})
+    return run(ns)

@@ -1,0 +1,128 @@
+"""Time of one op on one device: a roofline with efficiency curves, matrix-unit effects and launch overhead.
+
+    t = max( flops / (peak(dtype) · e_c(flops) · a(gemm)),  bytes / (bw_main · e_m(bytes)) ) + t_launch
+
+* ``peak(dtype)``: the dense datasheet peak of the dtype the op runs in (matrix classes), or the
+  device's vector rate (elementwise / norm / reduction / embedding / memory classes);
+* ``e_c(f) = peak_fraction · f / (f + half_flops)``: large ops approach the class ceiling (for
+  matmuls: max achievable matmul FLOP/s / peak, "MAMF", hardware.md §1c); small ops do not fill the
+  machine (the chapter's "batch 16 vs 32" effect);
+* ``a(gemm)``: matrix-unit geometry. Each GEMM dim is padded up to the unit's tile (tensor-core tile
+  / TPU MXU: the chapter's "32×32 alignment" effect) and the output tiles run in waves over
+  ``parallel_tiles`` units (SMs); a partial last wave idles the rest ("wave quantization");
+* ``e_m(b) = memory_bandwidth_fraction · b / (b + memory_half_bytes)``: achievable streaming
+  bandwidth (≈90 % of the datasheet, hardware.md §1c) and the latency cost of small transfers;
+* ``t_launch``: per-op launch / dispatch overhead.
+
+Everything here is a pure function of floats and frozen specs, so estimate, simulate and calibrate
+share it (calibration fits exactly this function).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from simtrain.errors import SimtrainError
+from simtrain.glossary import DType, OpClass
+from simtrain.graph.op import Gemm
+from simtrain.specs.hardware import Device, Efficiency
+
+__all__ = ["op_seconds", "matrix_peak_flops_per_s", "alignment_factor", "device_efficiency",
+           "MATRIX_CLASSES", "compute_seconds", "memory_seconds"]
+
+MATRIX_CLASSES = frozenset({OpClass.MATMUL, OpClass.CONV, OpClass.ATTENTION})
+
+_DTYPE_FALLBACK = {DType.TF32: DType.FP32, DType.FP16: DType.BF16, DType.BF16: DType.FP16}
+
+
+def device_efficiency(device: Device) -> Efficiency:
+    """The device's own efficiency block, else the documented default of its kind."""
+    if device.efficiency is not None:
+        return device.efficiency
+    return _kind_default(device.kind.value)
+
+
+@functools.lru_cache(maxsize=16)
+def _kind_default(kind: str) -> Efficiency:
+    from simtrain.specs.library import load_efficiency_default
+    return load_efficiency_default(kind)
+
+
+def matrix_peak_flops_per_s(device: Device, dtype: DType) -> float:
+    """Dense peak for matrix work in ``dtype``. tf32 without tensor cores runs at the fp32 rate;
+    fp16 and bf16 stand in for each other only on devices whose datasheet gives one of them
+    (e.g. a CPU); a device with neither path for the dtype is an error, not a guess."""
+    peak = device.peak(dtype)
+    if peak is not None:
+        return peak
+    alt = _DTYPE_FALLBACK.get(dtype)
+    if alt is not None and (dtype is DType.TF32 or device.kind.value == "cpu"):
+        alt_peak = device.peak(alt)
+        if alt_peak is not None:
+            return alt_peak
+    if device.kind.value == "cpu" and device.peak(DType.FP32) is not None:
+        return device.peak(DType.FP32)  # CPUs without native 16-bit math compute in fp32
+    raise SimtrainError(f"device {device.name!r} has no dense peak for {dtype.value} "
+                        f"(it lists {', '.join(d.value for d in device.peak_flops_per_s)})")
+
+
+def _padded(dim: int, tile: int) -> int:
+    return -(-dim // tile) * tile
+
+
+def alignment_factor(gemm: Gemm | None, m_rows: int, device: Device) -> float:
+    """Useful fraction of matrix-unit work for a GEMM with ``m_rows`` rows (per-sample m × batch).
+
+    Tile padding: useful m·n·k over padded m·n·k. Wave quantization: output tiles over
+    ``ceil(tiles / parallel_tiles) · parallel_tiles`` slots. 1.0 when the device gives no geometry.
+    """
+    unit = device.matrix_unit
+    if gemm is None or unit is None or unit.tile is None:
+        return 1.0
+    tm, tn, tk = unit.tile
+    m, n, k = max(m_rows, 1), max(gemm.n, 1), max(gemm.k, 1)
+    pad = (m * n * k) / (_padded(m, tm) * _padded(n, tn) * _padded(k, tk))
+    if unit.parallel_tiles is None:
+        return pad
+    tiles = (_padded(m, tm) // tm) * (_padded(n, tn) // tn) * max(gemm.batch, 1)
+    waves = math.ceil(tiles / unit.parallel_tiles)
+    return pad * tiles / (waves * unit.parallel_tiles)
+
+
+def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DType, eff: Efficiency,
+                    gemm: Gemm | None = None, m_rows: int = 1) -> float:
+    """The compute leg of the roofline."""
+    if flops <= 0:
+        return 0.0
+    curve = eff.curve(op_class)
+    if op_class in MATRIX_CLASSES:
+        peak = matrix_peak_flops_per_s(device, dtype) * alignment_factor(gemm, m_rows, device)
+    else:
+        peak = device.vector_peak_flops_per_s
+    achieved = peak * curve.peak_fraction * flops / (flops + curve.half_flops)
+    return flops / achieved
+
+
+def memory_seconds(bytes_moved: float, device: Device, eff: Efficiency) -> float:
+    """The memory leg of the roofline (main-memory tier)."""
+    if bytes_moved <= 0:
+        return 0.0
+    bw = device.memory_bandwidth_bytes_per_s * eff.memory_bandwidth_fraction
+    return bytes_moved * (bytes_moved + eff.memory_half_bytes) / (bytes_moved * bw)
+
+
+def op_seconds(flops: float, bytes_moved: float, op_class: OpClass | str, device: Device,
+               dtype: DType | str = DType.FP32, gemm: Gemm | None = None,
+               efficiency: Efficiency | None = None, m_rows: int = 1) -> float:
+    """Seconds of one op execution: roofline max of the compute and memory legs, plus launch overhead.
+
+    ``m_rows`` is the GEMM's actual row count (per-sample ``gemm.m`` × micro-batch) for alignment.
+    Zero-FLOP ops still pay for their bytes and their launch.
+    """
+    eff = efficiency or device_efficiency(device)
+    op_class = OpClass(op_class)
+    dtype = DType(dtype)
+    t_compute = compute_seconds(flops, op_class, device, dtype, eff, gemm, m_rows)
+    t_memory = memory_seconds(bytes_moved, device, eff)
+    return max(t_compute, t_memory) + eff.launch_overhead_s

@@ -1,0 +1,149 @@
+"""Memory per device: weights, gradients, optimizer state, activations, buffers, overhead.
+
+* weights: the compute copy (4 B fp32, 2 B in 16-bit regimes); ZeRO-3 / FSDP shards it over dp.
+* gradients: 16-bit (or fp32) gradients of trainable parameters; ZeRO-2+ shards them over dp. With
+  gradient accumulation in a 16-bit regime an fp32 accumulation buffer (4 B/param) is kept, as
+  Megatron-LM's ``main_grad`` does.
+* optimizer: fp32 master copy (16-bit regimes) + fp32 states (optimizer.py); ZeRO-1+ shards over dp
+  (Rajbhandari et al. 2020, Fig. 1: (2 + 2 + K)·Ψ → 2Ψ + 2Ψ + KΨ/N_d → ... ).
+* activations: bytes saved for backward × micro-batches in flight, under the recompute policy
+  (none | selective: attention core recomputed | full: block inputs only | every-k blocks).
+* buffers: the transient peak inside backward (the largest op's output-gradient + input-gradient
+  working set, plus one re-materialised block under full recomputation), the input micro-batch on
+  device, and gathered parameters under ZeRO-3.
+* overhead: allocator fragmentation + framework workspace, an explicit fraction of usable capacity
+  (TrainConfig.memory_overhead_fraction, 5 % by default: a documented allowance, not a measurement).
+Frozen layers (TrainConfig.frozen_prefixes) have weights but no gradients or optimizer state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simtrain.cost.op_cost import saved_bytes, shard_factors
+from simtrain.cost.optimizer import state_elements
+from simtrain.cost.precision import Regime
+from simtrain.glossary import OptimizerKind
+from simtrain.graph.op import Op
+
+__all__ = ["ParamMemory", "param_memory", "activation_bytes_per_microbatch", "attention_core_saved",
+           "backward_working_bytes", "block_input_elements"]
+
+
+@dataclass(frozen=True, slots=True)
+class ParamMemory:
+    params_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    params_count: float
+    trainable_count: float
+
+
+def _frozen(op: Op, prefixes: tuple[str, ...]) -> bool:
+    return any(op.name.startswith(p) for p in prefixes)
+
+
+def param_memory(ops: tuple[Op, ...], reg: Regime, optimizer: OptimizerKind, *, tp: int, sp: bool, ep: int,
+                 dp: int, zero_stage: int, frozen_prefixes: tuple[str, ...] = (),
+                 accumulating: bool = False) -> ParamMemory:
+    """Parameter-side bytes on one rank holding ``ops``."""
+    total = trainable = state = 0.0
+    for op in ops:
+        if op.param_count == 0:
+            continue
+        share = op.param_count * shard_factors(op, tp, sp, ep).weights
+        total += share
+        if _frozen(op, frozen_prefixes):
+            continue
+        trainable += share
+        shape = (op.gemm.k, op.gemm.n) if op.gemm is not None and op.gemm.batch == 1 else None
+        state += state_elements(optimizer, op.param_count, shape) * (share / op.param_count)
+    params_b = total * reg.weight_bytes
+    grads_b = trainable * reg.grad_bytes
+    if accumulating and reg.master_bytes:
+        grads_b += trainable * 4.0
+    optim_b = trainable * reg.master_bytes + state * reg.state_bytes
+    if zero_stage >= 1:
+        optim_b /= dp
+    if zero_stage >= 2:
+        grads_b /= dp
+    if zero_stage >= 3:
+        params_b /= dp
+    return ParamMemory(params_b, grads_b, optim_b, total, trainable)
+
+
+def attention_core_saved(op: Op, reg: Regime) -> float:
+    """Per-sample bytes of the attention core that selective recomputation drops
+    (Korthikanti et al. 2022 §5: the 5·a·s²·b term — softmax output, its dropout mask and output).
+    Ops tagged ``attn_core`` drop everything they save; a single fused-or-materialised attention op
+    drops only its score-sized part."""
+    if op.attr("attn_core"):
+        return op.saved.bytes(reg.act_bytes)
+    att = op.attention
+    if att is None or att.fused:
+        return 0.0
+    scores = att.heads * att.seq_q * att.seq_kv
+    full = op.saved.bytes(reg.act_bytes)
+    return min(full, scores * (2 * reg.act_bytes + 1))  # softmax out, dropout out, 1-byte mask
+
+
+def activation_bytes_per_microbatch(ops: tuple[Op, ...], micro_batch: int, reg: Regime, recompute: str,
+                                    tp: int, sp: bool, ep: int, k_blocks: int | None = None) -> float:
+    """Bytes saved for backward by ``ops`` for one micro-batch under a recompute policy."""
+    if recompute == "full":
+        return _checkpointed_bytes(ops, micro_batch, reg, tp, sp, k_blocks or 1)
+    total = 0.0
+    for op in ops:
+        b = saved_bytes(op, micro_batch, reg, tp, sp, ep)
+        if recompute == "selective" and b:
+            b -= attention_core_saved(op, reg) * micro_batch * shard_factors(op, tp, sp, ep).saved
+        total += b
+    return total
+
+
+def block_input_elements(ops: tuple[Op, ...]) -> float:
+    """Elements of a block's input per sample (what full recomputation keeps)."""
+    first = ops[0]
+    if not first.shapes:
+        return first.act_read.fw
+    n = 1
+    for d in first.shapes[0]:
+        n *= d
+    return float(n)
+
+
+def _blocks(ops: tuple[Op, ...]) -> list[tuple[Op, ...]]:
+    out: list[list[Op]] = []
+    for op in ops:
+        if not out or out[-1][0].block != op.block:
+            out.append([])
+        out[-1].append(op)
+    return [tuple(b) for b in out]
+
+
+def _checkpointed_bytes(ops, micro_batch, reg, tp, sp, k) -> float:
+    """Full recomputation: every k-th block keeps its input (sharded with SP; Korthikanti §5 Table 2:
+    2·sbh per layer, 2·sbh/t with SP)."""
+    blocks = _blocks(ops)
+    kept = 0.0
+    for i, block in enumerate(blocks):
+        if i % k == 0:
+            kept += block_input_elements(block) * micro_batch * reg.act_bytes / (tp if sp else 1)
+    return kept
+
+
+def backward_working_bytes(ops: tuple[Op, ...], micro_batch: int, reg: Regime, recompute: str,
+                           tp: int, sp: bool, ep: int, k_blocks: int | None = None) -> float:
+    """Transient peak inside backward: the largest op's output-gradient + input-gradient, plus the
+    re-materialised activations of the blocks being recomputed (full policy)."""
+    largest = 0.0
+    for op in ops:
+        f = shard_factors(op, tp, sp, ep)
+        grads = (op.act_write.fw * f.act_write + op.act_read.fw * f.act_read) * micro_batch * reg.act_bytes
+        largest = max(largest, grads)
+    if recompute != "full":
+        return largest
+    k = k_blocks or 1
+    per_block = [activation_bytes_per_microbatch(b, micro_batch, reg, "none", tp, sp, ep) for b in _blocks(ops)]
+    window = max(sum(per_block[i:i + k]) for i in range(0, len(per_block), k)) if per_block else 0.0
+    return largest + window

@@ -1,0 +1,139 @@
+"""Per-op cost of one micro-batch on one rank: FLOPs, bytes and seconds by phase.
+
+The op record is per sample; here it is scaled by the micro-batch ``b`` and sharded by tensor
+parallelism (Megatron-LM, Shoeybi et al. 2019 §3; sequence parallelism, Korthikanti et al. 2022 §4.2):
+
+| tp_split  | FLOPs / weights | activations read          | activations written       | saved for backward |
+|-----------|-----------------|---------------------------|---------------------------|--------------------|
+| column    | ÷ t             | full (input replicated)   | ÷ t                       | full; ÷ t with SP  |
+| row       | ÷ t             | ÷ t                       | full (partial sums)       | ÷ t                |
+| heads     | ÷ t             | ÷ t                       | ÷ t                       | ÷ t                |
+| vocab     | ÷ t             | full                      | ÷ t                       | full; ÷ t with SP  |
+| sequence  | full; ÷ t w. SP | full; ÷ t with SP         | full; ÷ t with SP         | full; ÷ t with SP  |
+| replicate | full            | full                      | full                      | full               |
+| expert    | ÷ ep (experts spread over EP ranks; tokens exchanged by all-to-all) |  |       |                    |
+
+These factors give Korthikanti et al. Table 2 exactly: sbh(10 + 24/t + 5as/(ht)) with TP and
+34·sbh/t with TP + SP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simtrain.cost.compute import MATRIX_CLASSES, compute_seconds, memory_seconds
+from simtrain.cost.precision import Regime
+from simtrain.graph.op import Gemm, Op
+from simtrain.specs.hardware import Device, Efficiency
+
+__all__ = ["OpCost", "ShardFactors", "shard_factors", "op_cost", "saved_bytes", "executed_flops_fraction"]
+
+
+@dataclass(frozen=True, slots=True)
+class ShardFactors:
+    """Multipliers (≤ 1) an op's per-sample counts take on one rank."""
+
+    flops: float = 1.0
+    weights: float = 1.0
+    act_read: float = 1.0
+    act_write: float = 1.0
+    saved: float = 1.0
+
+
+_FULL = ShardFactors()
+
+
+def shard_factors(op: Op, tp: int, sp: bool, ep: int = 1) -> ShardFactors:
+    """Per-rank share of an op under tensor (and sequence / expert) parallelism; see module table."""
+    if op.tp_split == "expert":
+        f = 1.0 / ep / tp
+        return ShardFactors(f, f, f, f, f)
+    if tp == 1:
+        return _FULL
+    inv, seq = 1.0 / tp, (1.0 / tp if sp else 1.0)
+    split = op.tp_split
+    if split == "column":
+        return ShardFactors(inv, inv, 1.0, inv, seq)
+    if split == "row":
+        return ShardFactors(inv, inv, inv, 1.0, inv)
+    if split == "heads":
+        return ShardFactors(inv, inv, inv, inv, inv)
+    if split == "vocab":
+        return ShardFactors(inv, inv, 1.0, inv, seq)
+    if split == "sequence":
+        return ShardFactors(seq, seq, seq, seq, seq)
+    return _FULL
+
+
+def executed_flops_fraction(op: Op) -> float:
+    """Fraction of the op's (full-convention) FLOPs the kernel actually executes: a fused causal
+    attention kernel skips the blocks above the diagonal, ≈ (s + 1) / (2s) of the square; a
+    materialised one computes the whole score matrix and masks it."""
+    att = op.attention
+    if att is None or not att.causal or not att.fused:
+        return 1.0
+    return (att.seq_q + 1) / (2.0 * att.seq_q)
+
+
+@dataclass(frozen=True, slots=True)
+class OpCost:
+    """One op, one micro-batch, one rank: seconds and FLOPs per phase (fw, agrad, wgrad)."""
+
+    fw_s: float
+    agrad_s: float
+    wgrad_s: float
+    fw_flops: float
+    bw_flops: float
+    memory_bound_s: float = 0.0
+    """Seconds (all phases) in which the memory leg of the roofline was the longer one."""
+
+    @property
+    def bw_s(self) -> float:
+        return self.agrad_s + self.wgrad_s
+
+
+def _sharded_gemm(op: Op, tp: int) -> Gemm | None:
+    g = op.gemm
+    if g is None or tp == 1:
+        return g
+    if op.tp_split == "column" or op.tp_split == "vocab":
+        return Gemm(g.m, max(g.n // tp, 1), g.k, g.batch)
+    if op.tp_split == "row":
+        return Gemm(g.m, g.n, max(g.k // tp, 1), g.batch)
+    if op.tp_split == "heads":
+        return Gemm(g.m, g.n, g.k, max(g.batch // tp, 1))
+    return g
+
+
+def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficiency,
+            tp: int = 1, sp: bool = False, ep: int = 1) -> OpCost:
+    """Roofline seconds of ``op`` for one micro-batch of ``micro_batch`` samples on one rank."""
+    f = shard_factors(op, tp, sp, ep)
+    dtype = reg.matmul_dtype if op.op_class in MATRIX_CLASSES else reg.vector_dtype
+    gemm = _sharded_gemm(op, tp)
+    m_rows = (gemm.m * micro_batch) if gemm is not None else 1
+    run = executed_flops_fraction(op)
+    ab, wb = reg.act_bytes, reg.weight_bytes
+    out, mem_bound = [], 0.0
+    for phase in ("fw", "agrad", "wgrad"):
+        flops = getattr(op.flops, phase) * micro_batch * f.flops
+        act = (getattr(op.act_read, phase) * f.act_read + getattr(op.act_write, phase) * f.act_write)
+        weights = (getattr(op.weight_read, phase) + getattr(op.weight_write, phase)) * f.weights
+        bytes_moved = act * micro_batch * ab + weights * wb
+        if flops == 0 and bytes_moved == 0:
+            out.append((0.0, 0.0))
+            continue
+        t_c = compute_seconds(flops * run, op.op_class, device, dtype, eff, gemm, m_rows)
+        t_m = memory_seconds(bytes_moved, device, eff)
+        sec = max(t_c, t_m) + eff.launch_overhead_s  # == compute.op_seconds, legs kept for the bottleneck
+        if t_m > t_c:
+            mem_bound += sec
+        out.append((sec, flops))
+    (fw_s, fw_f), (ag_s, ag_f), (wg_s, wg_f) = out
+    return OpCost(fw_s, ag_s, wg_s, fw_f, ag_f + wg_f, mem_bound)
+
+
+def saved_bytes(op: Op, micro_batch: int, reg: Regime, tp: int = 1, sp: bool = False, ep: int = 1) -> float:
+    """Bytes ``op`` keeps for backward for one micro-batch on one rank."""
+    return op.saved.bytes(reg.act_bytes) * micro_batch * shard_factors(op, tp, sp, ep).saved
+

@@ -1,0 +1,150 @@
+"""The analytical path: Model × Cluster × TrainConfig → StepReport, in closed form.
+
+    step = pipeline(stage micro-batch times) + exposed dp sync + optimizer + data stall
+
+The per-stage work comes from the sharded per-rank program (parallel/program.py), the pipeline
+composition from parallel/schedule.py, memory from cost/memory.py. Never raises for an infeasible
+layout: the report comes back with ``feasible=False`` and the reasons.
+"""
+
+from __future__ import annotations
+
+from simtrain.cost.data_pipeline import pipeline_times
+from simtrain.cost.precision import regime
+from simtrain.errors import SimtrainError, SpecError
+from simtrain.graph.model import Model
+from simtrain.parallel.memory_plan import stage_memory
+from simtrain.parallel.partition import partition_blocks
+from simtrain.parallel.program import Layout, RankProgram, _OpCoster, stage_program
+from simtrain.parallel.schedule import pipeline_time_s
+from simtrain.report.explain import bottleneck_of, comm_reports, top_ops
+from simtrain.report.step_report import StepReport
+from simtrain.specs.hardware import Cluster
+from simtrain.specs.train import TrainConfig, layout_problems, resolve_dp
+
+__all__ = ["estimate", "build_program", "infeasible_report"]
+
+
+def infeasible_report(model: Model, cluster: Cluster, cfg: TrainConfig, reasons: list[str],
+                      engine: str = "estimate") -> StepReport:
+    return StepReport(model_name=model.name, cluster_name=cluster.name, devices_count=cluster.devices_count,
+                      feasible=False, reasons=tuple(reasons), step_time_s=float("nan"),
+                      global_batch_size=cfg.global_batch_size, tokens_per_sample=model.tokens_per_sample,
+                      model_flops_per_step=float("nan"), hardware_flops_per_step=float("nan"),
+                      peak_flops_per_s=float("nan"), time_breakdown_s={}, memory=None,
+                      bottleneck="", bottleneck_reason="; ".join(reasons), device_name=cluster.device.name,
+                      engine=engine)
+
+
+def build_program(model: Model, cluster: Cluster, cfg: TrainConfig, comm=None) -> RankProgram | list[str]:
+    """The per-rank program (one StageProgram per pipeline stage), or the reasons there is none."""
+    reasons = layout_problems(cfg, cluster.devices_count, model)
+    if reasons:
+        return reasons
+    dp, _ = resolve_dp(cfg, cluster.devices_count)
+    m = cfg.global_batch_size // dp // cfg.micro_batch_size
+    lay = Layout(dp, cfg.tp, cfg.pp, cfg.cp, cfg.ep, cfg.virtual_stages, m, cfg.micro_batch_size)
+    chunks = partition_blocks(model, cfg.pp * cfg.virtual_stages)
+    if chunks is None:
+        return [f"the model's {len(model.blocks)} blocks cannot fill pp × virtual_stages = "
+                f"{cfg.pp * cfg.virtual_stages} pipeline chunks"]
+    if comm is None:
+        from simtrain.parallel.comm import ClusterComm
+        comm = ClusterComm(cluster, lay, cfg)
+    reg = regime(cfg.precision)
+    coster = _OpCoster(cluster, reg, lay, cfg.sequence_parallel)
+    stages = []
+    for s in range(cfg.pp):
+        blocks = tuple(b for c in range(s, len(chunks), cfg.pp) for b in chunks[c])
+        stages.append(stage_program(s, blocks, model, cluster, cfg, lay, comm, coster))
+    return RankProgram(lay, tuple(stages), reg)
+
+
+def estimate(model: Model, cluster: Cluster, cfg: TrainConfig, *, comm=None) -> StepReport:
+    """Closed-form step time, memory, MFU/HFU, bottleneck of ``model`` trained on ``cluster`` with ``cfg``."""
+    try:
+        model = model.with_seq_len(cfg.seq_len)
+        program = build_program(model, cluster, cfg, comm)
+    except (SpecError, SimtrainError) as err:
+        return infeasible_report(model, cluster, cfg, [str(err)])
+    if isinstance(program, list):
+        return infeasible_report(model, cluster, cfg, program)
+    return compose(model, cluster, cfg, program)
+
+
+def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgram,
+            engine: str = "estimate", pipeline_s: float | None = None) -> StepReport:
+    """StepReport from a program; ``pipeline_s`` lets the simulator pass its own measured makespan."""
+    lay, stages = program.layout, program.stages
+    m = lay.micro_batches
+    crit = max(stages, key=lambda st: st.microbatch_s)
+    if pipeline_s is None:
+        pipeline_s = pipeline_time_s([st.microbatch_s for st in stages], m, cfg.pipeline_schedule, lay.v)
+    dp_exposed = max(sum(t.exposed_s for t in st.step_comm) for st in stages)
+    optimizer_s = max(st.optimizer_s for st in stages)
+    busy_s = pipeline_s + dp_exposed + optimizer_s
+    data = pipeline_times(cfg.data, cfg.global_batch_size / lay.dp, busy_s, cluster.node)
+    breakdown = {
+        "compute": m * (crit.fw_s + crit.bw_s), "recompute": m * crit.recompute_s,
+        "comm_exposed": m * crit.exposed_comm_s() + dp_exposed,
+        "pipeline_bubble": max(0.0, pipeline_s - m * crit.microbatch_s),
+        "data_stall": data.stall_s, "optimizer": optimizer_s,
+    }
+    step_s = data.iteration_s
+    memories = [stage_memory(st, model, cluster, cfg, program) for st in stages]
+    peak_mem = max(memories, key=lambda mm: mm.total_bytes)
+    reasons = [] if peak_mem.fits else [_overflow_reason(peak_mem)]
+    model_flops, hw_flops = _flops_per_step(model, cfg, program)
+    from simtrain.cost.compute import matrix_peak_flops_per_s
+    peak = matrix_peak_flops_per_s(cluster.device, program.regime.matmul_dtype)
+    report = StepReport(
+        model_name=model.name, cluster_name=cluster.name, devices_count=cluster.devices_count,
+        feasible=peak_mem.fits, reasons=tuple(reasons), step_time_s=step_s,
+        global_batch_size=cfg.global_batch_size, tokens_per_sample=model.tokens_per_sample,
+        model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, peak_flops_per_s=peak,
+        time_breakdown_s=breakdown, memory=peak_mem, bottleneck="", bottleneck_reason="",
+        top_ops=top_ops(crit, m), comm=comm_reports(stages, m), layout=lay.as_dict(),
+        device_name=cluster.device.name,
+        price_per_device_hour=_value(cluster.device.price_per_hour), tdp_w=_value(cluster.device.tdp_w),
+        idle_power_w=_value(cluster.device.idle_power_w),
+        eval_time_per_step_s=_eval_per_step(cfg, crit, lay), attention_flops=cfg.attention_flops, engine=engine)
+    name, why = bottleneck_of(report, crit, data)
+    object.__setattr__(report, "bottleneck", name)
+    object.__setattr__(report, "bottleneck_reason", why)
+    return report
+
+
+def _value(sourced):
+    return None if sourced is None else sourced.value
+
+
+def _overflow_reason(mem) -> str:
+    term, size = mem.largest_term()
+    return (f"out of memory on rank {mem.rank} (stage {mem.stage}): needs {mem.total_bytes / 2**30:.2f} GiB of "
+            f"{mem.capacity_bytes / 2**30:.2f} GiB usable, over by {mem.overflow_bytes / 2**30:.2f} GiB; "
+            f"the largest term is {term} ({size / 2**30:.2f} GiB)")
+
+
+def _flops_per_step(model: Model, cfg: TrainConfig, program: RankProgram) -> tuple[float, float]:
+    """Model FLOPs (fw + bw, FMA = 2; attention per cfg.attention_flops) and hardware FLOPs (+ recompute)."""
+    per_sample = 0.0
+    for op in model.ops:
+        frac = 0.5 if (cfg.attention_flops == "causal" and op.attention is not None and op.attention.causal) else 1.0
+        per_sample += op.flops.total * frac
+    model_flops = per_sample * cfg.global_batch_size
+    lay = program.layout
+    ranks_per_stage = lay.dp * lay.tp * lay.cp
+    recompute = sum(st.recompute_flops for st in program.stages) * lay.micro_batches * ranks_per_stage
+    return model_flops, model_flops + recompute
+
+
+def _eval_per_step(cfg: TrainConfig, crit, lay: Layout) -> float:
+    """Forward-only evaluation, amortised over the training steps between evaluations."""
+    if cfg.eval is None:
+        return 0.0
+    samples = cfg.eval.batch_size or cfg.global_batch_size
+    per_rank_microbatches = samples / lay.dp / lay.micro_batch
+    eval_s = cfg.eval.batches * per_rank_microbatches * (crit.fw_s + crit.exposed_comm_s("fw"))
+    if lay.pp > 1:
+        eval_s += (lay.pp - 1) * crit.fw_s * cfg.eval.batches  # fill / drain of a forward-only pipeline
+    return eval_s / cfg.eval.every_steps

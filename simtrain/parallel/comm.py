@@ -1,0 +1,54 @@
+"""The communication model the sharded program uses: one object per (cluster, layout), asking
+the collective algorithms (cost/collectives.py) for each group's logical topology
+(parallel/topology.py). Memoised by message size, since a program asks the same sizes many times."""
+
+from __future__ import annotations
+
+from simtrain.cost.compute import device_efficiency
+
+__all__ = ["ClusterComm"]
+
+
+class ClusterComm:
+    """Seconds of the collectives each parallel group issues on ``cluster`` under ``layout``."""
+
+    def __init__(self, cluster, layout, cfg) -> None:
+        self.cluster, self.layout, self.cfg = cluster, layout, cfg
+        self.eff = device_efficiency(cluster.device)
+        self._topo: dict[str, object] = {}
+        self._cache: dict[tuple, float] = {}
+
+    def topology(self, axis: str):
+        """The logical topology the ``axis`` group sees (built on first use: a one-device job has none)."""
+        topo = self._topo.get(axis)
+        if topo is None:
+            from simtrain.parallel.topology import group_topology
+            topo = self._topo[axis] = group_topology(self.cluster, self.layout, axis, self.cfg.rank_order)
+        return topo
+
+    def _collective(self, axis: str, kind: str, nbytes: float) -> float:
+        key = (axis, kind, nbytes)
+        t = self._cache.get(key)
+        if t is None:
+            from simtrain.cost.collectives import collective_time
+            t = collective_time(kind, nbytes, self.topology(axis), efficiency=self.eff).seconds
+            self._cache[key] = t
+        return t
+
+    def tp_allreduce_s(self, nbytes: float) -> float:
+        if self.cfg.sequence_parallel:
+            # all-gather of the sharded input + reduce-scatter of the output: same bytes as an all-reduce
+            return self._collective("tp", "allgather", nbytes) + self._collective("tp", "reducescatter", nbytes)
+        return self._collective("tp", "allreduce", nbytes)
+
+    def cp_send_s(self, nbytes: float) -> float:
+        return self._collective("cp", "sendrecv", nbytes)
+
+    def ep_alltoall_s(self, nbytes: float) -> float:
+        return self._collective("ep", "alltoall", nbytes)
+
+    def pp_send_s(self, nbytes: float, stage: int) -> float:
+        return self._collective("pp", "sendrecv", nbytes)
+
+    def dp_s(self, kind: str, nbytes: float) -> float:
+        return self._collective("dp", kind, nbytes)

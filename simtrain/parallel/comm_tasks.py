@@ -1,0 +1,149 @@
+"""Which collectives a stage issues, and how much compute can hide them.
+
+Per micro-batch (Megatron-LM, Shoeybi et al. 2019 §3; Korthikanti et al. 2022 §4.2):
+* tp: an all-reduce of the output of every row-split op in forward and of the input gradient of its
+  paired column-split op in backward (2 + 2 per transformer layer); with sequence parallelism each
+  becomes an all-gather + reduce-scatter of the same bytes. Vocab-split embedding: a forward
+  all-reduce of its output; vocab-split LM head: a backward all-reduce of its input gradient.
+  Full recomputation repeats the forward collectives. Nothing hides them (they sit on the critical path).
+* cp: ring attention passes K and V blocks cp − 1 times in forward (dK, dV too in backward),
+  overlapped with the attention compute of the block already held (Liu et al. 2023, Ring Attention).
+* ep: token all-to-all before and after the experts, in forward and in backward.
+* pp: one send of the boundary activation forward and one of its gradient backward per chunk.
+
+Per step (data parallelism over dp × cp ranks):
+* ZeRO-0: all-reduce of the gradients in buckets overlapped with backward — exposed is what the
+  remaining backward cannot hide, never less than the last bucket;
+* ZeRO-1/2: reduce-scatter of the gradients (overlapped the same way) + all-gather of the updated
+  16-bit parameters after the optimizer (exposed);
+* ZeRO-3 / FSDP: + all-gather of the parameters before each layer's forward and backward, prefetched
+  one layer ahead, so compute hides it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from simtrain.cost.op_cost import shard_factors
+from simtrain.cost.precision import Regime
+from simtrain.graph.op import Op
+
+__all__ = ["microbatch_comm", "step_comm"]
+
+
+def _tp_tasks(ops, cfg, lay, reg, comm) -> list:
+    from simtrain.parallel.program import CommTask
+    if lay.tp == 1:
+        return []
+    b = lay.micro_batch / lay.cp
+    fw = bw = 0.0
+    fw_n = bw_n = 0
+    for op in ops:
+        out_bytes = op.out_elements * b * reg.act_bytes
+        if op.tp_split == "row":
+            fw, fw_n, bw, bw_n = fw + out_bytes, fw_n + 1, bw + out_bytes, bw_n + 1
+        elif op.tp_split == "vocab" and op.kind == "embedding":
+            fw, fw_n = fw + out_bytes, fw_n + 1
+        elif op.tp_split == "vocab":
+            in_bytes = op.act_read.fw * b * reg.act_bytes
+            bw, bw_n = bw + in_bytes, bw_n + 1
+    out = []
+    kind = "allgather+reducescatter" if cfg.sequence_parallel else "allreduce"
+    for phase, total, n in (("fw", fw, fw_n), ("bw", bw, bw_n)):
+        if n:
+            sec = comm.tp_allreduce_s(total / n)
+            out.append(CommTask("tp", kind, phase, total / n, sec, n))
+    if cfg.recompute.value == "full" and fw_n:
+        rec_n = sum(1 for op in ops if op.tp_split == "row")
+        if rec_n:
+            out.append(CommTask("tp", kind, "recompute", fw / fw_n, comm.tp_allreduce_s(fw / fw_n), rec_n))
+    return out
+
+
+def _cp_tasks(ops, lay, reg, comm, coster) -> list:
+    from simtrain.parallel.program import CommTask
+    if lay.cp == 1:
+        return []
+    out = []
+    for op in ops:
+        att = op.attention
+        if att is None:
+            continue
+        kv_elems = 2 * att.kv_heads * att.head_dim * (att.seq_kv / lay.cp) * lay.micro_batch
+        kv_bytes = kv_elems * reg.act_bytes * shard_factors(op, lay.tp, False).flops  # heads split by tp
+        c = coster(op)
+        step = comm.cp_send_s(kv_bytes)
+        out.append(CommTask("cp", "ring-sendrecv", "fw", kv_bytes, step, lay.cp - 1, overlap_s=c.fw_s))
+        out.append(CommTask("cp", "ring-sendrecv", "bw", 2 * kv_bytes, comm.cp_send_s(2 * kv_bytes),
+                            lay.cp - 1, overlap_s=c.bw_s))
+    return out
+
+
+def _ep_tasks(ops, cfg, lay, reg, comm) -> list:
+    from simtrain.parallel.program import CommTask
+    if lay.ep == 1:
+        return []
+    out = []
+    b = lay.micro_batch / lay.cp
+    for op in ops:
+        if op.moe is None or op.tp_split != "expert":
+            continue
+        tokens_bytes = op.act_read.fw * b * reg.act_bytes / lay.tp
+        sec = comm.ep_alltoall_s(tokens_bytes)
+        out.append(CommTask("ep", "alltoall", "fw", tokens_bytes, sec, 2))
+        out.append(CommTask("ep", "alltoall", "bw", tokens_bytes, sec, 2))
+    return out
+
+
+def _pp_tasks(ops, cfg, lay, reg, comm, stage: int) -> list:
+    from simtrain.parallel.program import CommTask
+    if lay.pp == 1:
+        return []
+    last = ops[-1]
+    b = lay.micro_batch / lay.cp
+    # Megatron's scatter-gather optimisation sends 1/tp of the activation per rank (Narayanan §4.1)
+    boundary = last.out_elements * b * reg.act_bytes / lay.tp
+    sec = comm.pp_send_s(boundary, stage)
+    # each of the v chunks of a stage sends its activation on and its gradient back once per micro-batch
+    return [CommTask("pp", "send", "fw", boundary, sec, lay.v), CommTask("pp", "send", "bw", boundary, sec, lay.v)]
+
+
+def microbatch_comm(ops: tuple[Op, ...], model, cfg, lay, reg: Regime, comm, coster, stage: int) -> tuple:
+    return tuple(_tp_tasks(ops, cfg, lay, reg, comm) + _cp_tasks(ops, lay, reg, comm, coster)
+                 + _ep_tasks(ops, cfg, lay, reg, comm) + _pp_tasks(ops, cfg, lay, reg, comm, stage))
+
+
+def _bucketed_exposed(total_s: float, bytes_: float, bucket_bytes: float, hide_s: float) -> float:
+    """Exposed time of bucketed gradient sync overlapped with ``hide_s`` of backward compute."""
+    buckets = max(1, math.ceil(bytes_ / bucket_bytes))
+    last = total_s / buckets
+    return max(last, total_s - hide_s * (buckets - 1) / buckets)
+
+
+def step_comm(pm, ops, cfg, lay, reg: Regime, comm, stage_compute_s: float) -> tuple:
+    """Data-parallel sync of one step for this stage's ranks."""
+    from simtrain.parallel.program import CommTask
+    group = lay.dp * lay.cp
+    if group == 1 or pm.trainable_count == 0:
+        return ()
+    grad_bytes = pm.trainable_count * reg.grad_bytes
+    # backward of the last micro-batch is all that can hide the sync (earlier ones finished long ago)
+    bw_last = stage_compute_s * 2.0 / 3.0
+    out = []
+    if cfg.zero_stage == 0:
+        total = comm.dp_s("allreduce", grad_bytes)
+        exposed = _bucketed_exposed(total, grad_bytes, cfg.dp_bucket_bytes, bw_last) if cfg.dp_overlap else total
+        out.append(CommTask("dp", "allreduce", "step", grad_bytes, total, 1, overlap_s=total - exposed))
+        return tuple(out)
+    rs = comm.dp_s("reducescatter", grad_bytes)
+    exposed = _bucketed_exposed(rs, grad_bytes, cfg.dp_bucket_bytes, bw_last) if cfg.dp_overlap else rs
+    out.append(CommTask("dp", "reducescatter", "step", grad_bytes, rs, 1, overlap_s=rs - exposed))
+    param_bytes = pm.params_count * reg.weight_bytes
+    ag = comm.dp_s("allgather", param_bytes)
+    if cfg.zero_stage < 3:
+        out.append(CommTask("dp", "allgather", "step", param_bytes, ag, 1))
+    else:
+        # gathered before forward and again before backward of every micro-batch, one layer ahead
+        m = lay.micro_batches
+        out.append(CommTask("dp", "allgather", "step", param_bytes, ag, 2 * m, overlap_s=stage_compute_s * m))
+    return tuple(out)

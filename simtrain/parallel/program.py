@@ -1,0 +1,176 @@
+"""Sharding: Model × TrainConfig × Cluster → the per-rank program both engines execute.
+
+The program is stored in its symmetric summary: ranks of one pipeline stage do the same work, so one
+``StageProgram`` per stage holds the per-micro-batch work of that stage — compute seconds by phase,
+the collectives inside each phase (tp / cp / ep), the pipeline sends, the data-parallel gradient
+sync and the optimizer step. ``estimate`` composes it in closed form (parallel/schedule.py);
+the simulator expands the same records into per-micro-batch tasks (``schedule_order``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simtrain.cost.compute import device_efficiency, memory_seconds
+from simtrain.cost.memory import ParamMemory, param_memory
+from simtrain.cost.op_cost import OpCost, op_cost
+from simtrain.cost.optimizer import step_passes, traits
+from simtrain.cost.precision import Regime, regime
+from simtrain.graph.model import Model
+from simtrain.graph.op import Op
+from simtrain.specs.hardware import Cluster
+from simtrain.specs.train import TrainConfig
+
+__all__ = ["CommTask", "StageProgram", "RankProgram", "Layout", "stage_program", "op_signature"]
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    dp: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    v: int
+    micro_batches: int
+    micro_batch: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,
+                "virtual_stages": self.v, "micro_batches": self.micro_batches, "micro_batch_size": self.micro_batch}
+
+
+@dataclass(frozen=True, slots=True)
+class CommTask:
+    """One collective (or send) a rank issues per micro-batch in a phase, or per step for dp."""
+
+    axis: str
+    kind: str
+    phase: str
+    bytes: float
+    seconds: float
+    count: int = 1
+    overlap_s: float = 0.0
+    """Compute it can hide behind (ring attention, ZeRO-3 prefetch); exposed = max(0, s·count − overlap)."""
+
+    @property
+    def total_s(self) -> float:
+        return self.seconds * self.count
+
+    @property
+    def exposed_s(self) -> float:
+        return max(0.0, self.total_s - self.overlap_s)
+
+
+@dataclass(frozen=True)
+class StageProgram:
+    """Per-micro-batch work of one pipeline stage (all its chunks), and its per-step work."""
+
+    stage: int
+    blocks: tuple[str, ...]
+    fw_s: float
+    bw_s: float
+    recompute_s: float
+    fw_flops: float
+    bw_flops: float
+    recompute_flops: float
+    comm: tuple[CommTask, ...]
+    """Per micro-batch: tp / cp / ep collectives and the pp sends."""
+    step_comm: tuple[CommTask, ...]
+    """Per step: the data-parallel gradient sync (and ZeRO gathers)."""
+    optimizer_s: float
+    params: ParamMemory
+    memory_bound_s: float = 0.0
+    """Per micro-batch seconds of memory-bound ops (fw + bw)."""
+    op_times: tuple[tuple[str, str, float], ...] = field(default=())
+    """(name, kind, seconds per micro-batch incl. fw + bw + recompute) of the stage's ops."""
+
+    def exposed_comm_s(self, phase: str | None = None) -> float:
+        return sum(t.exposed_s for t in self.comm if phase is None or t.phase == phase)
+
+    @property
+    def microbatch_s(self) -> float:
+        """Critical-path seconds of one micro-batch through this stage (fw + bw + recompute + comm)."""
+        return self.fw_s + self.bw_s + self.recompute_s + self.exposed_comm_s()
+
+
+@dataclass(frozen=True)
+class RankProgram:
+    layout: Layout
+    stages: tuple[StageProgram, ...]
+    regime: Regime
+
+
+def op_signature(op: Op) -> tuple:
+    """Ops with the same signature cost the same: cost one, reuse for the rest (per-layer repeats)."""
+    return (op.kind, op.op_class, op.flops, op.act_read, op.act_write, op.weight_read, op.weight_write,
+            op.gemm, op.attention, op.tp_split, op.moe)
+
+
+class _OpCoster:
+    """Memoised op costs for one (device, regime, layout)."""
+
+    def __init__(self, cluster: Cluster, reg: Regime, lay: Layout, sp: bool) -> None:
+        self.device, self.reg, self.lay, self.sp = cluster.device, reg, lay, sp
+        self.eff = device_efficiency(cluster.device)
+        self.cache: dict[tuple, OpCost] = {}
+        self.micro = lay.micro_batch / lay.cp  # context parallelism splits every sequence cp ways
+
+    def __call__(self, op: Op) -> OpCost:
+        key = op_signature(op)
+        c = self.cache.get(key)
+        if c is None:
+            c = op_cost(op, self.micro, self.reg, self.device, self.eff, self.lay.tp, self.sp, self.lay.ep)
+            self.cache[key] = c
+        return c
+
+
+def _recomputed(op: Op, cfg: TrainConfig, repeated: bool) -> bool:
+    if cfg.recompute.value == "full":
+        return repeated
+    if cfg.recompute.value == "selective":
+        return bool(op.attr("attn_core")) or (op.attention is not None and not op.attention.fused)
+    return False
+
+
+def stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cluster, cfg: TrainConfig,
+                  lay: Layout, comm, coster: _OpCoster | None = None) -> StageProgram:
+    """Cost one stage: compute by phase, its collectives, dp sync and optimizer."""
+    reg = coster.reg if coster else regime(cfg.precision)
+    coster = coster or _OpCoster(cluster, reg, lay, cfg.sequence_parallel)
+    block_set = set(blocks)
+    ops = tuple(op for op in model.ops if op.block in block_set)
+    from simtrain.parallel.partition import _REPEATED
+    fw = bw = rc = fwf = bwf = rcf = mem = 0.0
+    times = []
+    for op in ops:
+        c = coster(op)
+        again = _recomputed(op, cfg, bool(_REPEATED.match(op.block)))
+        fw, bw, fwf, bwf, mem = fw + c.fw_s, bw + c.bw_s, fwf + c.fw_flops, bwf + c.bw_flops, mem + c.memory_bound_s
+        if again:
+            rc, rcf = rc + c.fw_s, rcf + c.fw_flops
+        times.append((op.name, op.kind, c.fw_s + c.bw_s + (c.fw_s if again else 0.0)))
+    from simtrain.parallel.comm_tasks import microbatch_comm, step_comm
+    mb_comm = microbatch_comm(ops, model, cfg, lay, reg, comm, coster, stage)
+    pm = param_memory(ops, reg, cfg.optimizer, tp=lay.tp, sp=cfg.sequence_parallel, ep=lay.ep, dp=lay.dp,
+                      zero_stage=cfg.zero_stage, frozen_prefixes=tuple(cfg.frozen_prefixes),
+                      accumulating=lay.micro_batches > 1)
+    dp_comm = step_comm(pm, ops, cfg, lay, reg, comm, fw + bw)
+    opt_s = _optimizer_seconds(pm.trainable_count, ops, cfg, lay, reg, coster)
+    return StageProgram(stage, blocks, fw, bw, rc, fwf, bwf, rcf, mb_comm, dp_comm, opt_s, pm, mem, tuple(times))
+
+
+def _optimizer_seconds(trainable: float, ops: tuple[Op, ...], cfg: TrainConfig, lay: Layout, reg: Regime,
+                       coster: _OpCoster) -> float:
+    """Memory-bound update of this rank's (ZeRO-sharded) trainable parameters."""
+    if trainable == 0:
+        return 0.0
+    shard = trainable / (lay.dp if cfg.zero_stage >= 1 else 1)
+    passes = step_passes(cfg.optimizer, cfg.fused_optimizer, reg.master_bytes > 0)
+    if reg.loss_scaling:
+        passes += 2  # unscale the gradients and check them for inf / nan
+    seconds = memory_seconds(passes * 4.0 * shard, coster.device, coster.eff)
+    tensors = sum(1 for op in ops if op.param_count) * 2  # weight + bias per parameterised op
+    kernels = traits(cfg.optimizer).unfused_kernels * tensors if not cfg.fused_optimizer else max(1, tensors // 64)
+    return seconds + kernels * coster.eff.launch_overhead_s
+

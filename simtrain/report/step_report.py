@@ -1,0 +1,200 @@
+"""StepReport: what both engines return. Frozen; numbers in SI units; formatting lives in report/text.py."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+__all__ = ["StepReport", "MemoryReport", "OpTime", "CommReport", "BREAKDOWN_KEYS", "ENERGY_MODEL"]
+
+BREAKDOWN_KEYS = ("compute", "recompute", "comm_exposed", "pipeline_bubble", "data_stall", "optimizer")
+
+ENERGY_MODEL = (
+    "energy = devices × step_time × (idle_power + (tdp − idle_power) × busy_fraction); busy_fraction = "
+    "(compute + recompute + optimizer) / step_time; host, network and cooling are excluded (multiply by "
+    "the site's PUE for facility energy). Devices without idle_power_w use 30 % of TDP."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryReport:
+    """Memory of the peak device (bytes)."""
+
+    params_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    buffers_bytes: float
+    overhead_bytes: float
+    capacity_bytes: float
+    rank: int = 0
+    stage: int = 0
+    host_prefetch_bytes: float = 0.0
+    """DataLoader prefetch buffers in host DRAM (workers × prefetch_factor batches): not on the device."""
+
+    @property
+    def total_bytes(self) -> float:
+        return (self.params_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
+                + self.buffers_bytes + self.overhead_bytes)
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+    @property
+    def overflow_bytes(self) -> float:
+        return max(0.0, self.total_bytes - self.capacity_bytes)
+
+    def largest_term(self) -> tuple[str, float]:
+        terms = {"params": self.params_bytes, "grads": self.grads_bytes, "optimizer": self.optimizer_bytes,
+                 "activations": self.activations_bytes, "buffers": self.buffers_bytes,
+                 "overhead": self.overhead_bytes}
+        name = max(terms, key=terms.get)
+        return name, terms[name]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(total_bytes=self.total_bytes, fits=self.fits, overflow_bytes=self.overflow_bytes)
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class OpTime:
+    name: str
+    kind: str
+    seconds: float
+    """Seconds per step on the peak stage (all micro-batches, fw + bw + recompute)."""
+    share: float
+
+
+@dataclass(frozen=True, slots=True)
+class CommReport:
+    """Per parallel group: total communication time per step and the part nothing hides."""
+
+    axis: str
+    total_s: float
+    exposed_s: float
+    bytes_per_rank: float
+
+
+def _frozen(d: Mapping[str, float]) -> Mapping[str, float]:
+    return MappingProxyType(dict(d))
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """One training step of one job (DESIGN.md "Public API contract")."""
+
+    model_name: str
+    cluster_name: str
+    devices_count: int
+    feasible: bool
+    reasons: tuple[str, ...]
+    step_time_s: float
+    global_batch_size: int
+    tokens_per_sample: int
+    model_flops_per_step: float
+    hardware_flops_per_step: float
+    peak_flops_per_s: float
+    """Dense peak per device of the dtype the matmuls ran in (the MFU denominator)."""
+    time_breakdown_s: Mapping[str, float]
+    memory: MemoryReport | None
+    bottleneck: str
+    bottleneck_reason: str
+    top_ops: tuple[OpTime, ...] = ()
+    comm: tuple[CommReport, ...] = ()
+    layout: Mapping[str, int] = field(default_factory=dict)
+    device_name: str = ""
+    price_per_device_hour: float | None = None
+    tdp_w: float | None = None
+    idle_power_w: float | None = None
+    eval_time_per_step_s: float = 0.0
+    """Evaluation time amortised per training step (forward only, every N steps)."""
+    attention_flops: str = "full"
+    engine: str = "estimate"
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "time_breakdown_s", _frozen(self.time_breakdown_s))
+        object.__setattr__(self, "layout", _frozen(self.layout))
+
+    # --- rates -----------------------------------------------------------------------------------
+    @property
+    def samples_per_s(self) -> float:
+        return self.global_batch_size / self.step_time_s if self.step_time_s > 0 else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.samples_per_s * self.tokens_per_sample
+
+    @property
+    def flops_per_device_per_s(self) -> float:
+        """Achieved model FLOP/s per device."""
+        if self.step_time_s <= 0:
+            return 0.0
+        return self.model_flops_per_step / (self.step_time_s * self.devices_count)
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilisation (PaLM, Chowdhery et al. 2022, App. B): recomputation excluded."""
+        return self.flops_per_device_per_s / self.peak_flops_per_s if self.peak_flops_per_s else 0.0
+
+    @property
+    def hfu(self) -> float:
+        """Hardware FLOPs utilisation: recomputed forward passes included."""
+        if self.step_time_s <= 0 or not self.peak_flops_per_s:
+            return 0.0
+        return self.hardware_flops_per_step / (self.step_time_s * self.devices_count * self.peak_flops_per_s)
+
+    # --- time, money, energy ---------------------------------------------------------------------
+    def steps_for(self, *, tokens: float | None = None, samples: float | None = None,
+                  epochs: float | None = None, dataset_samples: float | None = None) -> float:
+        given = [x is not None for x in (tokens, samples, epochs)]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of tokens=, samples=, epochs=")
+        if tokens is not None:
+            samples = tokens / self.tokens_per_sample
+        elif epochs is not None:
+            if dataset_samples is None:
+                raise ValueError("epochs= needs dataset_samples=")
+            samples = epochs * dataset_samples
+        return samples / self.global_batch_size
+
+    def time_to_train(self, *, tokens: float | None = None, samples: float | None = None,
+                      epochs: float | None = None, dataset_samples: float | None = None) -> float:
+        """Seconds to train on ``tokens`` / ``samples`` / ``epochs`` (evaluation amortised in)."""
+        steps = self.steps_for(tokens=tokens, samples=samples, epochs=epochs, dataset_samples=dataset_samples)
+        return steps * (self.step_time_s + self.eval_time_per_step_s)
+
+    def cost_dollars(self, seconds: float) -> float | None:
+        if self.price_per_device_hour is None:
+            return None
+        return self.devices_count * seconds / 3600.0 * self.price_per_device_hour
+
+    def energy_kwh(self, seconds: float) -> float | None:
+        """Device energy for ``seconds`` of training (see ENERGY_MODEL)."""
+        if self.tdp_w is None or self.step_time_s <= 0:
+            return None
+        idle = self.idle_power_w if self.idle_power_w is not None else 0.3 * self.tdp_w
+        b = self.time_breakdown_s
+        busy = min(1.0, (b.get("compute", 0) + b.get("recompute", 0) + b.get("optimizer", 0)) / self.step_time_s)
+        watts = idle + (self.tdp_w - idle) * busy
+        return self.devices_count * watts * seconds / 3.6e6
+
+    # --- export ----------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = {
+            "model": self.model_name, "cluster": self.cluster_name, "device": self.device_name,
+            "devices": self.devices_count, "feasible": self.feasible, "reasons": list(self.reasons),
+            "engine": self.engine, "step_time_s": self.step_time_s, "samples_per_s": self.samples_per_s,
+            "tokens_per_s": self.tokens_per_s, "model_flops_per_step": self.model_flops_per_step,
+            "hardware_flops_per_step": self.hardware_flops_per_step, "mfu": self.mfu, "hfu": self.hfu,
+            "flops_per_device_per_s": self.flops_per_device_per_s, "peak_flops_per_s": self.peak_flops_per_s,
+            "time_breakdown_s": dict(self.time_breakdown_s), "bottleneck": self.bottleneck,
+            "bottleneck_reason": self.bottleneck_reason, "layout": dict(self.layout),
+            "memory": self.memory.to_dict() if self.memory else None,
+            "top_ops": [asdict(o) for o in self.top_ops], "comm": [asdict(c) for c in self.comm],
+            "attention_flops": self.attention_flops, "notes": list(self.notes),
+        }
+        return d

@@ -1,0 +1,105 @@
+"""A StepReport as readable text: headline, breakdown, memory, communication, top ops, bottleneck."""
+
+from __future__ import annotations
+
+from simtrain.report.step_report import BREAKDOWN_KEYS, StepReport
+
+__all__ = ["render_report"]
+
+
+def _scaled(value: float, unit: str, base: float, prefixes: tuple[str, ...]) -> str:
+    i = 0
+    while abs(value) >= base and i < len(prefixes) - 1:
+        value /= base
+        i += 1
+    return f"{value:.3g} {prefixes[i]}{unit}"
+
+
+def fmt_bytes(n: float) -> str:
+    return _scaled(n, "B", 1024.0, ("", "Ki", "Mi", "Gi", "Ti", "Pi"))
+
+
+def fmt_seconds(s: float) -> str:
+    if s != s:
+        return "n/a"
+    if s >= 86400:
+        return f"{s / 86400:.2f} days"
+    if s >= 3600:
+        return f"{s / 3600:.2f} h"
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s * 1e6:.2f} us"
+
+
+def fmt_rate(x: float, unit: str) -> str:
+    return _scaled(x, unit, 1000.0, ("", "k", "M", "G", "T", "P", "E"))
+
+
+def _headline(r: StepReport) -> list[str]:
+    lay = ", ".join(f"{k}={v}" for k, v in r.layout.items())
+    lines = [f"simtrain {r.engine}: {r.model_name} on {r.cluster_name} ({r.devices_count} × {r.device_name})",
+             f"layout: {lay}"]
+    if not r.feasible and r.step_time_s != r.step_time_s:
+        return lines + ["INFEASIBLE:"] + [f"  - {x}" for x in r.reasons]
+    lines += [
+        f"step time        {fmt_seconds(r.step_time_s)}",
+        f"throughput       {r.samples_per_s:,.1f} samples/s, {r.tokens_per_s:,.0f} tokens/s",
+        f"model FLOPs/step {r.model_flops_per_step:.4g} (FMA = 2; attention '{r.attention_flops}')",
+        f"achieved         {fmt_rate(r.flops_per_device_per_s, 'FLOP/s')} per device",
+        f"MFU / HFU        {100 * r.mfu:.1f}% / {100 * r.hfu:.1f}% of {fmt_rate(r.peak_flops_per_s, 'FLOP/s')} dense peak",
+    ]
+    return lines
+
+
+def _breakdown(r: StepReport) -> list[str]:
+    lines = ["", "where the time goes (seconds per step)"]
+    for k in BREAKDOWN_KEYS:
+        v = r.time_breakdown_s.get(k, 0.0)
+        share = 100 * v / r.step_time_s if r.step_time_s > 0 else 0.0
+        lines.append(f"  {k:<16} {fmt_seconds(v):>14}  {share:5.1f}%")
+    return lines
+
+
+def _memory(r: StepReport) -> list[str]:
+    m = r.memory
+    if m is None:
+        return []
+    lines = ["", f"memory of the peak device (rank {m.rank}, stage {m.stage})"]
+    for name in ("params", "grads", "optimizer", "activations", "buffers", "overhead"):
+        lines.append(f"  {name:<16} {fmt_bytes(getattr(m, name + '_bytes')):>14}")
+    verdict = "fits" if m.fits else f"DOES NOT FIT (over by {fmt_bytes(m.overflow_bytes)})"
+    lines.append(f"  {'total':<16} {fmt_bytes(m.total_bytes):>14}  of {fmt_bytes(m.capacity_bytes)} usable: {verdict}")
+    if m.host_prefetch_bytes:
+        lines.append(f"  host DRAM prefetch buffers {fmt_bytes(m.host_prefetch_bytes)}")
+    return lines
+
+
+def _comm_and_ops(r: StepReport) -> list[str]:
+    lines = []
+    if r.comm:
+        lines += ["", "communication per step (total / exposed / bytes per rank)"]
+        lines += [f"  {c.axis:<4} {fmt_seconds(c.total_s):>12} {fmt_seconds(c.exposed_s):>12} "
+                  f"{fmt_bytes(c.bytes_per_rank):>12}" for c in r.comm]
+    if r.top_ops:
+        lines += ["", "top ops of the critical stage (per step)"]
+        lines += [f"  {o.name:<40} {o.kind:<12} {fmt_seconds(o.seconds):>12} {100 * o.share:5.1f}%" for o in r.top_ops[:8]]
+    return lines
+
+
+def render_report(r: StepReport, tokens: float | None = None) -> str:
+    """The whole report as text (used by the CLI)."""
+    lines = _headline(r)
+    if r.step_time_s == r.step_time_s:
+        lines += _breakdown(r) + _memory(r) + _comm_and_ops(r)
+        lines += ["", f"bottleneck: {r.bottleneck} — {r.bottleneck_reason}"]
+        if not r.feasible:
+            lines += ["INFEASIBLE:"] + [f"  - {x}" for x in r.reasons]
+        if tokens:
+            t = r.time_to_train(tokens=tokens)
+            cost, kwh = r.cost_dollars(t), r.energy_kwh(t)
+            lines.append(f"time to train {tokens:.3g} tokens: {fmt_seconds(t)}"
+                         + (f", ${cost:,.0f}" if cost is not None else "")
+                         + (f", {kwh:,.0f} kWh device energy" if kwh is not None else ""))
+    return "\n".join(lines)
