@@ -27,7 +27,7 @@ _EXPORTS = {
     "TrainConfig": "simtrain.specs.train", "DataPipeline": "simtrain.specs.train",
     "EvalConfig": "simtrain.specs.train", "load_job": "simtrain.specs.jobs",
     # verbs and results
-    "estimate": "simtrain.estimate", "StepReport": "simtrain.report.step_report",
+    "estimate": "simtrain.estimator", "StepReport": "simtrain.report.step_report",
     "simulate": "simtrain.sim", "sweep": "simtrain.search", "plan": "simtrain.search",
     "measure": "simtrain.calibrate.measure", "calibrate": "simtrain.calibrate.fit",
     # errors and words

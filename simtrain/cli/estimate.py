@@ -75,7 +75,7 @@ def load_job_inputs(args):
 
 
 def run(args) -> int:
-    from simtrain.estimate import estimate
+    from simtrain.estimator import estimate
     from simtrain.report.text import render_report
     model, cluster, cfg, tokens = load_job_inputs(args)
     report = estimate(model, cluster, cfg)

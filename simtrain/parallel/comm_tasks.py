@@ -53,7 +53,7 @@ def _tp_tasks(ops, cfg, lay, reg, comm) -> list:
         if n:
             sec = comm.tp_allreduce_s(total / n)
             out.append(CommTask("tp", kind, phase, total / n, sec, n))
-    if cfg.recompute.value == "full" and fw_n:
+    if str(cfg.recompute) == "full" and fw_n:
         rec_n = sum(1 for op in ops if op.tp_split == "row")
         if rec_n:
             out.append(CommTask("tp", kind, "recompute", fw / fw_n, comm.tp_allreduce_s(fw / fw_n), rec_n))

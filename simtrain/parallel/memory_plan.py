@@ -16,10 +16,10 @@ def stage_memory(stage, model, cluster, cfg, program) -> MemoryReport:
     ops = tuple(op for op in model.ops if op.block in block_set)
     micro = lay.micro_batch / lay.cp
     sp, k = cfg.sequence_parallel, cfg.recompute_every_k_blocks
-    per_mb = activation_bytes_per_microbatch(ops, micro, reg, cfg.recompute.value, lay.tp, sp, lay.ep, k)
+    per_mb = activation_bytes_per_microbatch(ops, micro, reg, str(cfg.recompute), lay.tp, sp, lay.ep, k)
     in_flight = in_flight_microbatches(stage.stage, lay.pp, lay.micro_batches, cfg.pipeline_schedule, lay.v)
     activations = per_mb * in_flight
-    buffers = backward_working_bytes(ops, micro, reg, cfg.recompute.value, lay.tp, sp, lay.ep, k)
+    buffers = backward_working_bytes(ops, micro, reg, str(cfg.recompute), lay.tp, sp, lay.ep, k)
     sample_bytes = cfg.data.device_bytes_per_sample or cfg.data.sample_bytes or 0.0
     buffers += sample_bytes * lay.micro_batch * (2 if cfg.data.pin_memory and cfg.data.prefetch else 1)
     if cfg.zero_stage >= 3:

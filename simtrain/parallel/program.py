@@ -126,9 +126,9 @@ class _OpCoster:
 
 
 def _recomputed(op: Op, cfg: TrainConfig, repeated: bool) -> bool:
-    if cfg.recompute.value == "full":
+    if str(cfg.recompute) == "full":
         return repeated
-    if cfg.recompute.value == "selective":
+    if str(cfg.recompute) == "selective":
         return bool(op.attr("attn_core")) or (op.attention is not None and not op.attention.fused)
     return False
 
