@@ -82,12 +82,20 @@ def alignment_factor(gemm: Gemm | None, m_rows: int, device: Device) -> float:
         return 1.0
     tm, tn, tk = unit.tile
     m, n, k = max(m_rows, 1), max(gemm.n, 1), max(gemm.k, 1)
+    # GEMM libraries pick among several output-tile shapes per problem; take the best of the
+    # spec tile, its halves and its doubles in m and n (k granularity is fixed by the unit).
+    shapes = {(tm, tn), (max(tm // 2, 1), tn), (tm, max(tn // 2, 1)), (max(tm // 2, 1), max(tn // 2, 1)),
+              (2 * tm, tn), (tm, 2 * tn)}
+    return max(_tile_efficiency(m, n, k, gemm.batch, a, b, tk, unit.parallel_tiles) for a, b in shapes)
+
+
+def _tile_efficiency(m: int, n: int, k: int, batch: int, tm: int, tn: int, tk: int, slots: int | None) -> float:
     pad = (m * n * k) / (_padded(m, tm) * _padded(n, tn) * _padded(k, tk))
-    if unit.parallel_tiles is None:
+    if slots is None:
         return pad
-    tiles = (_padded(m, tm) // tm) * (_padded(n, tn) // tn) * max(gemm.batch, 1)
-    waves = math.ceil(tiles / unit.parallel_tiles)
-    return pad * tiles / (waves * unit.parallel_tiles)
+    tiles = (_padded(m, tm) // tm) * (_padded(n, tn) // tn) * max(batch, 1)
+    waves = math.ceil(tiles / slots)
+    return pad * tiles / (waves * slots)
 
 
 def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DType, eff: Efficiency,
