@@ -1,0 +1,57 @@
+"""Heterogeneous data parallelism: replica groups on different hardware, one synchronous step.
+
+Synchronous data parallelism waits for the slowest replica at every gradient all-reduce (chapter
+§8.6.1, "Workload imbalance ... A100 and V100"): every group runs the same per-replica batch, the
+step takes the slowest group's time, and the faster groups idle for the difference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simtrain.report.step_report import StepReport
+
+__all__ = ["HeteroReport", "estimate_heterogeneous"]
+
+
+@dataclass(frozen=True)
+class HeteroReport:
+    groups: tuple[StepReport, ...]
+    step_time_s: float
+    slowest: int
+    idle_fraction: tuple[float, ...]
+    """Per group: the share of the step its devices wait for the slowest group."""
+
+    @property
+    def utilization(self) -> float:
+        """Device-weighted busy share of the step across all groups (1.0 when all groups match)."""
+        devices = [g.devices_count for g in self.groups]
+        busy = sum(d * (1 - i) for d, i in zip(devices, self.idle_fraction))
+        return busy / sum(devices)
+
+    @property
+    def feasible(self) -> bool:
+        return all(g.feasible for g in self.groups)
+
+
+def estimate_heterogeneous(model, clusters, cfg, estimate_fn=None) -> HeteroReport:
+    """One synchronous data-parallel job over ``clusters`` (each a replica group with cfg's tp/pp/cp).
+
+    The global batch is split in proportion to each group's replica count, so every replica runs the
+    same per-replica batch; ``cfg.dp`` must be None (each group's dp follows from its size).
+    """
+    from simtrain.estimator import estimate
+    from simtrain.specs.train import TrainConfig
+    estimate_fn = estimate_fn or estimate
+    inner = cfg.tp * cfg.pp * cfg.cp
+    dps = [c.devices_count // inner for c in clusters]
+    per_replica = cfg.global_batch_size // sum(dps)
+    reports = []
+    for cluster, dp in zip(clusters, dps):
+        fields = {**cfg.model_dump(), "dp": dp, "global_batch_size": per_replica * dp}
+        reports.append(estimate_fn(model, cluster, TrainConfig(**fields)))
+    times = [r.step_time_s for r in reports]
+    slowest = max(range(len(times)), key=times.__getitem__)
+    step = times[slowest]
+    idle = tuple(1.0 - t / step for t in times)
+    return HeteroReport(tuple(reports), step, slowest, idle)
