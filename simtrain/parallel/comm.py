@@ -48,7 +48,14 @@ class ClusterComm:
         return self._collective("ep", "alltoall", nbytes)
 
     def pp_send_s(self, nbytes: float, stage: int) -> float:
-        return self._collective("pp", "sendrecv", nbytes)
+        """Send between adjacent stages over the tier they share (fabric inside a node, else a NIC)."""
+        key = ("pp", "send", nbytes)
+        t = self._cache.get(key)
+        if t is None:
+            from simtrain.parallel.topology import p2p_time, pipeline_send_tier
+            tier = pipeline_send_tier(self.cluster, self.layout, self.cfg.rank_order)
+            t = self._cache[key] = p2p_time(nbytes, self.cluster, tier, efficiency=self.eff).seconds
+        return t
 
     def dp_s(self, kind: str, nbytes: float) -> float:
         return self._collective("dp", kind, nbytes)
