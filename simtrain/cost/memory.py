@@ -43,15 +43,16 @@ def _frozen(op: Op, prefixes: tuple[str, ...]) -> bool:
     return any(op.name.startswith(p) for p in prefixes)
 
 
-def param_memory(ops: tuple[Op, ...], reg: Regime, optimizer: OptimizerKind, *, tp: int, sp: bool, ep: int,
+def param_memory(items, reg: Regime, optimizer: OptimizerKind, *, tp: int, sp: bool, ep: int,
                  dp: int, zero_stage: int, frozen_prefixes: tuple[str, ...] = (),
                  accumulating: bool = False) -> ParamMemory:
-    """Parameter-side bytes on one rank holding ``ops``."""
+    """Parameter-side bytes on one rank holding ``items``: (op, count) pairs, or bare ops."""
     total = trainable = state = 0.0
-    for op in ops:
+    for item in items:
+        op, n = item if isinstance(item, tuple) else (item, 1)
         if op.param_count == 0:
             continue
-        share = op.param_count * shard_factors(op, tp, sp, ep).weights
+        share = op.param_count * shard_factors(op, tp, sp, ep).weights * n
         total += share
         if _frozen(op, frozen_prefixes):
             continue
@@ -88,16 +89,20 @@ def attention_core_saved(op: Op, reg: Regime) -> float:
 
 
 def activation_bytes_per_microbatch(ops: tuple[Op, ...], micro_batch: int, reg: Regime, recompute: str,
-                                    tp: int, sp: bool, ep: int, k_blocks: int | None = None) -> float:
-    """Bytes saved for backward by ``ops`` for one micro-batch under a recompute policy."""
+                                    tp: int, sp: bool, ep: int, k_blocks: int | None = None,
+                                    counts: tuple[int, ...] | None = None) -> float:
+    """Bytes saved for backward by ``ops`` (each ``counts[i]`` times) for one micro-batch.
+
+    Under recompute='full' pass the ops in block order (bare, no counts): only block inputs are kept.
+    """
     if recompute == "full":
         return _checkpointed_bytes(ops, micro_batch, reg, tp, sp, k_blocks or 1)
     total = 0.0
-    for op in ops:
+    for i, op in enumerate(ops):
         b = saved_bytes(op, micro_batch, reg, tp, sp, ep)
         if recompute == "selective" and b:
             b -= attention_core_saved(op, reg) * micro_batch * shard_factors(op, tp, sp, ep).saved
-        total += b
+        total += b * (counts[i] if counts else 1)
     return total
 
 

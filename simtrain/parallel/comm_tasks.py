@@ -38,15 +38,15 @@ def _tp_tasks(ops, cfg, lay, reg, comm) -> list:
     b = lay.micro_batch / lay.cp
     fw = bw = 0.0
     fw_n = bw_n = 0
-    for op in ops:
+    for op, n, _, _ in ops:
         out_bytes = op.out_elements * b * reg.act_bytes
         if op.tp_split == "row":
-            fw, fw_n, bw, bw_n = fw + out_bytes, fw_n + 1, bw + out_bytes, bw_n + 1
+            fw, fw_n, bw, bw_n = fw + n * out_bytes, fw_n + n, bw + n * out_bytes, bw_n + n
         elif op.tp_split == "vocab" and op.kind == "embedding":
-            fw, fw_n = fw + out_bytes, fw_n + 1
+            fw, fw_n = fw + n * out_bytes, fw_n + n
         elif op.tp_split == "vocab":
             in_bytes = op.act_read.fw * b * reg.act_bytes
-            bw, bw_n = bw + in_bytes, bw_n + 1
+            bw, bw_n = bw + n * in_bytes, bw_n + n
     out = []
     kind = "allgather+reducescatter" if cfg.sequence_parallel else "allreduce"
     for phase, total, n in (("fw", fw, fw_n), ("bw", bw, bw_n)):
@@ -54,7 +54,7 @@ def _tp_tasks(ops, cfg, lay, reg, comm) -> list:
             sec = comm.tp_allreduce_s(total / n)
             out.append(CommTask("tp", kind, phase, total / n, sec, n))
     if str(cfg.recompute) == "full" and fw_n:
-        rec_n = sum(1 for op in ops if op.tp_split == "row")
+        rec_n = sum(n for op, n, repeated, _ in ops if op.tp_split == "row" and repeated)
         if rec_n:
             out.append(CommTask("tp", kind, "recompute", fw / fw_n, comm.tp_allreduce_s(fw / fw_n), rec_n))
     return out
@@ -65,7 +65,7 @@ def _cp_tasks(ops, lay, reg, comm, coster) -> list:
     if lay.cp == 1:
         return []
     out = []
-    for op in ops:
+    for op, n, _, _ in ops:
         att = op.attention
         if att is None:
             continue
@@ -73,9 +73,10 @@ def _cp_tasks(ops, lay, reg, comm, coster) -> list:
         kv_bytes = kv_elems * reg.act_bytes * shard_factors(op, lay.tp, False).flops  # heads split by tp
         c = coster(op)
         step = comm.cp_send_s(kv_bytes)
-        out.append(CommTask("cp", "ring-sendrecv", "fw", kv_bytes, step, lay.cp - 1, overlap_s=c.fw_s))
-        out.append(CommTask("cp", "ring-sendrecv", "bw", 2 * kv_bytes, comm.cp_send_s(2 * kv_bytes),
-                            lay.cp - 1, overlap_s=c.bw_s))
+        for _ in range(n):  # per attention layer: its own ring, hidden by its own attention compute
+            out.append(CommTask("cp", "ring-sendrecv", "fw", kv_bytes, step, lay.cp - 1, overlap_s=c.fw_s))
+            out.append(CommTask("cp", "ring-sendrecv", "bw", 2 * kv_bytes, comm.cp_send_s(2 * kv_bytes),
+                                lay.cp - 1, overlap_s=c.bw_s))
     return out
 
 
@@ -85,21 +86,20 @@ def _ep_tasks(ops, cfg, lay, reg, comm) -> list:
         return []
     out = []
     b = lay.micro_batch / lay.cp
-    for op in ops:
+    for op, n, _, _ in ops:
         if op.moe is None or op.tp_split != "expert":
             continue
         tokens_bytes = op.act_read.fw * b * reg.act_bytes / lay.tp
         sec = comm.ep_alltoall_s(tokens_bytes)
-        out.append(CommTask("ep", "alltoall", "fw", tokens_bytes, sec, 2))
-        out.append(CommTask("ep", "alltoall", "bw", tokens_bytes, sec, 2))
+        out.append(CommTask("ep", "alltoall", "fw", tokens_bytes, sec, 2 * n))
+        out.append(CommTask("ep", "alltoall", "bw", tokens_bytes, sec, 2 * n))
     return out
 
 
-def _pp_tasks(ops, cfg, lay, reg, comm, stage: int) -> list:
+def _pp_tasks(last, cfg, lay, reg, comm, stage: int) -> list:
     from simtrain.parallel.program import CommTask
     if lay.pp == 1:
         return []
-    last = ops[-1]
     b = lay.micro_batch / lay.cp
     # Megatron's scatter-gather optimisation sends 1/tp of the activation per rank (Narayanan §4.1)
     boundary = last.out_elements * b * reg.act_bytes / lay.tp
@@ -108,9 +108,10 @@ def _pp_tasks(ops, cfg, lay, reg, comm, stage: int) -> list:
     return [CommTask("pp", "send", "fw", boundary, sec, lay.v), CommTask("pp", "send", "bw", boundary, sec, lay.v)]
 
 
-def microbatch_comm(ops: tuple[Op, ...], model, cfg, lay, reg: Regime, comm, coster, stage: int) -> tuple:
-    return tuple(_tp_tasks(ops, cfg, lay, reg, comm) + _cp_tasks(ops, lay, reg, comm, coster)
-                 + _ep_tasks(ops, cfg, lay, reg, comm) + _pp_tasks(ops, cfg, lay, reg, comm, stage))
+def microbatch_comm(items, cfg, lay, reg: Regime, comm, coster, stage: int, last_op: Op) -> tuple:
+    """``items``: (op, count, repeated, name) of the stage (model_index)."""
+    return tuple(_tp_tasks(items, cfg, lay, reg, comm) + _cp_tasks(items, lay, reg, comm, coster)
+                 + _ep_tasks(items, cfg, lay, reg, comm) + _pp_tasks(last_op, cfg, lay, reg, comm, stage))
 
 
 def _bucketed_exposed(total_s: float, bytes_: float, bucket_bytes: float, hide_s: float) -> float:
@@ -120,7 +121,7 @@ def _bucketed_exposed(total_s: float, bytes_: float, bucket_bytes: float, hide_s
     return max(last, total_s - hide_s * (buckets - 1) / buckets)
 
 
-def step_comm(pm, ops, cfg, lay, reg: Regime, comm, stage_compute_s: float) -> tuple:
+def step_comm(pm, cfg, lay, reg: Regime, comm, stage_compute_s: float) -> tuple:
     """Data-parallel sync of one step for this stage's ranks."""
     from simtrain.parallel.program import CommTask
     group = lay.dp * lay.cp

@@ -4,6 +4,7 @@ micro-batches in flight under the schedule + buffers + the documented overhead a
 from __future__ import annotations
 
 from simtrain.cost.memory import activation_bytes_per_microbatch, backward_working_bytes
+from simtrain.parallel.model_index import model_index
 from simtrain.parallel.schedule import in_flight_microbatches
 from simtrain.report.step_report import MemoryReport
 
@@ -12,14 +13,21 @@ __all__ = ["stage_memory"]
 
 def stage_memory(stage, model, cluster, cfg, program) -> MemoryReport:
     lay, reg = program.layout, program.regime
-    block_set = set(stage.blocks)
-    ops = tuple(op for op in model.ops if op.block in block_set)
     micro = lay.micro_batch / lay.cp
     sp, k = cfg.sequence_parallel, cfg.recompute_every_k_blocks
-    per_mb = activation_bytes_per_microbatch(ops, micro, reg, str(cfg.recompute), lay.tp, sp, lay.ep, k)
+    recompute = str(cfg.recompute)
+    if recompute == "full":
+        block_set = set(stage.blocks)
+        ops = tuple(op for op in model.ops if op.block in block_set)
+        per_mb = activation_bytes_per_microbatch(ops, micro, reg, recompute, lay.tp, sp, lay.ep, k)
+    else:
+        items = model_index(model).items(stage.blocks)
+        ops = tuple(op for op, _, _, _ in items)
+        per_mb = activation_bytes_per_microbatch(ops, micro, reg, recompute, lay.tp, sp, lay.ep, k,
+                                                 counts=tuple(n for _, n, _, _ in items))
     in_flight = in_flight_microbatches(stage.stage, lay.pp, lay.micro_batches, cfg.pipeline_schedule, lay.v)
     activations = per_mb * in_flight
-    buffers = backward_working_bytes(ops, micro, reg, str(cfg.recompute), lay.tp, sp, lay.ep, k)
+    buffers = backward_working_bytes(ops, micro, reg, recompute, lay.tp, sp, lay.ep, k)
     sample_bytes = cfg.data.device_bytes_per_sample or cfg.data.sample_bytes or 0.0
     buffers += sample_bytes * lay.micro_batch * (2 if cfg.data.pin_memory and cfg.data.prefetch else 1)
     if cfg.zero_stage >= 3:

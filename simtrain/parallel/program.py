@@ -17,11 +17,12 @@ from simtrain.cost.op_cost import OpCost, op_cost
 from simtrain.cost.optimizer import step_passes, traits
 from simtrain.cost.precision import Regime, regime
 from simtrain.graph.model import Model
+from simtrain.parallel.model_index import model_index
 from simtrain.graph.op import Op
 from simtrain.specs.hardware import Cluster
 from simtrain.specs.train import TrainConfig
 
-__all__ = ["CommTask", "StageProgram", "RankProgram", "Layout", "stage_program", "op_signature"]
+__all__ = ["CommTask", "StageProgram", "RankProgram", "Layout", "stage_program"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,23 +102,17 @@ class RankProgram:
     regime: Regime
 
 
-def op_signature(op: Op) -> tuple:
-    """Ops with the same signature cost the same: cost one, reuse for the rest (per-layer repeats)."""
-    return (op.kind, op.op_class, op.flops, op.act_read, op.act_write, op.weight_read, op.weight_write,
-            op.gemm, op.attention, op.tp_split, op.moe)
-
-
 class _OpCoster:
     """Memoised op costs for one (device, regime, layout)."""
 
     def __init__(self, cluster: Cluster, reg: Regime, lay: Layout, sp: bool) -> None:
         self.device, self.reg, self.lay, self.sp = cluster.device, reg, lay, sp
         self.eff = device_efficiency(cluster.device)
-        self.cache: dict[tuple, OpCost] = {}
+        self.cache: dict[int, OpCost] = {}
         self.micro = lay.micro_batch / lay.cp  # context parallelism splits every sequence cp ways
 
     def __call__(self, op: Op) -> OpCost:
-        key = op_signature(op)
+        key = id(op)  # representatives from the model index: one object per distinct op
         c = self.cache.get(key)
         if c is None:
             c = op_cost(op, self.micro, self.reg, self.device, self.eff, self.lay.tp, self.sp, self.lay.ep)
@@ -138,29 +133,44 @@ def stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cl
     """Cost one stage: compute by phase, its collectives, dp sync and optimizer."""
     reg = coster.reg if coster else regime(cfg.precision)
     coster = coster or _OpCoster(cluster, reg, lay, cfg.sequence_parallel)
-    block_set = set(blocks)
-    ops = tuple(op for op in model.ops if op.block in block_set)
-    from simtrain.parallel.partition import _REPEATED
+    items = model_index(model).items(blocks)
     fw = bw = rc = fwf = bwf = rcf = mem = 0.0
     times = []
-    for op in ops:
+    for op, n, repeated, name in items:
         c = coster(op)
-        again = _recomputed(op, cfg, bool(_REPEATED.match(op.block)))
-        fw, bw, fwf, bwf, mem = fw + c.fw_s, bw + c.bw_s, fwf + c.fw_flops, bwf + c.bw_flops, mem + c.memory_bound_s
+        again = _recomputed(op, cfg, repeated)
+        fw, bw, fwf, bwf, mem = fw + n * c.fw_s, bw + n * c.bw_s, fwf + n * c.fw_flops, bwf + n * c.bw_flops, \
+            mem + n * c.memory_bound_s
         if again:
-            rc, rcf = rc + c.fw_s, rcf + c.fw_flops
-        times.append((op.name, op.kind, c.fw_s + c.bw_s + (c.fw_s if again else 0.0)))
+            rc, rcf = rc + n * c.fw_s, rcf + n * c.fw_flops
+        times.append((name if n > 1 else op.name, op.kind, n * (c.fw_s + c.bw_s + (c.fw_s if again else 0.0))))
     from simtrain.parallel.comm_tasks import microbatch_comm, step_comm
-    mb_comm = microbatch_comm(ops, model, cfg, lay, reg, comm, coster, stage)
-    pm = param_memory(ops, reg, cfg.optimizer, tp=lay.tp, sp=cfg.sequence_parallel, ep=lay.ep, dp=lay.dp,
-                      zero_stage=cfg.zero_stage, frozen_prefixes=tuple(cfg.frozen_prefixes),
-                      accumulating=lay.micro_batches > 1)
-    dp_comm = step_comm(pm, ops, cfg, lay, reg, comm, fw + bw)
-    opt_s = _optimizer_seconds(pm.trainable_count, ops, cfg, lay, reg, coster)
+    mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks))
+    pm = _param_memory(model, blocks, items, cfg, lay, reg)
+    dp_comm = step_comm(pm, cfg, lay, reg, comm, fw + bw)
+    opt_s = _optimizer_seconds(pm.trainable_count, items, cfg, lay, reg, coster)
     return StageProgram(stage, blocks, fw, bw, rc, fwf, bwf, rcf, mb_comm, dp_comm, opt_s, pm, mem, tuple(times))
 
 
-def _optimizer_seconds(trainable: float, ops: tuple[Op, ...], cfg: TrainConfig, lay: Layout, reg: Regime,
+def _last_op(model: Model, blocks: tuple[str, ...]) -> Op:
+    """The op whose output crosses to the next pipeline stage (the last op of the stage's last block)."""
+    last = blocks[-1]
+    return next(op for op in reversed(model.ops) if op.block == last)
+
+
+def _param_memory(model: Model, blocks, items, cfg: TrainConfig, lay: Layout, reg: Regime) -> ParamMemory:
+    """Weights, grads, optimizer state of the stage; frozen layers need the real op names."""
+    if cfg.frozen_prefixes:
+        block_set = set(blocks)
+        ops = [(op, 1) for op in model.ops if op.block in block_set]
+    else:
+        ops = [(op, n) for op, n, _, _ in items]
+    return param_memory(ops, reg, cfg.optimizer, tp=lay.tp, sp=cfg.sequence_parallel, ep=lay.ep, dp=lay.dp,
+                        zero_stage=cfg.zero_stage, frozen_prefixes=tuple(cfg.frozen_prefixes),
+                        accumulating=lay.micro_batches > 1)
+
+
+def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, reg: Regime,
                        coster: _OpCoster) -> float:
     """Memory-bound update of this rank's (ZeRO-sharded) trainable parameters."""
     if trainable == 0:
@@ -170,7 +180,7 @@ def _optimizer_seconds(trainable: float, ops: tuple[Op, ...], cfg: TrainConfig, 
     if reg.loss_scaling:
         passes += 2  # unscale the gradients and check them for inf / nan
     seconds = memory_seconds(passes * 4.0 * shard, coster.device, coster.eff)
-    tensors = sum(1 for op in ops if op.param_count) * 2  # weight + bias per parameterised op
+    tensors = sum(n for op, n, _, _ in items if op.param_count) * 2  # weight + bias per parameterised op
     kernels = traits(cfg.optimizer).unfused_kernels * tensors if not cfg.fused_optimizer else max(1, tensors // 64)
     return seconds + kernels * coster.eff.launch_overhead_s
 

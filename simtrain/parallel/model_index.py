@@ -1,0 +1,77 @@
+"""A per-model index that lets the cost layer cost each distinct op once.
+
+A transformer repeats the same layer: 96 layers × 20 ops are 20 distinct records. The index maps
+every block to its (signature id, count) pairs, so a stage's cost is Σ count × cost(representative)
+— the "per layer × layers" expression of DESIGN.md — instead of a walk over every op record.
+Built once per Model and kept in ``model.meta``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from simtrain.graph.model import Model
+from simtrain.graph.op import Op
+
+__all__ = ["ModelIndex", "model_index", "op_signature", "pattern_name"]
+
+_LAYER_INDEX = re.compile(r"\.\d+(?=/|$)")
+REPEATED_BLOCK = re.compile(r".*\.\d+$")
+"""Blocks named like ``layers.7`` are the repeated layers (full recomputation applies to them)."""
+
+
+def op_signature(op: Op) -> tuple:
+    """Ops with the same signature cost the same on every rank (name and block aside)."""
+    return (op.kind, op.op_class, op.flops, op.act_read, op.act_write, op.weight_read, op.weight_write,
+            op.gemm, op.attention, op.tp_split, op.moe, op.param_count, op.saved, op.out_shape,
+            op.shapes[:1], op.attrs)
+
+
+def pattern_name(name: str) -> str:
+    """``layers.7/attn/qkv`` → ``layers.*/attn/qkv``: the name of an op repeated across layers."""
+    return _LAYER_INDEX.sub(".*", name)
+
+
+@dataclass(frozen=True)
+class ModelIndex:
+    reps: tuple[Op, ...]
+    """Representative op of each signature id."""
+    block_items: dict[str, tuple[tuple[int, int], ...]]
+    """Block name → ((signature id, count), ...) in first-appearance order."""
+    block_first: dict[str, Op]
+    names: tuple[str, ...]
+    """Pattern name of each signature id (for the top-ops table)."""
+
+    def items(self, blocks) -> list[tuple[Op, int, bool, str]]:
+        """(representative op, count, in a repeated block, pattern name) over ``blocks``, merged by signature."""
+        acc: Counter = Counter()
+        for b in blocks:
+            repeated = bool(REPEATED_BLOCK.match(b))
+            for sig, n in self.block_items[b]:
+                acc[(sig, repeated)] += n
+        return [(self.reps[s], n, rep, self.names[s]) for (s, rep), n in acc.items()]
+
+
+def model_index(model: Model) -> ModelIndex:
+    idx = model.meta.get("_index")
+    if idx is not None:
+        return idx
+    ids: dict[tuple, int] = {}
+    reps: list[Op] = []
+    names: list[str] = []
+    per_block: dict[str, Counter] = {}
+    first: dict[str, Op] = {}
+    for op in model.ops:
+        sig = op_signature(op)
+        i = ids.get(sig)
+        if i is None:
+            i = ids[sig] = len(reps)
+            reps.append(op)
+            names.append(pattern_name(op.name))
+        per_block.setdefault(op.block, Counter())[i] += 1
+        first.setdefault(op.block, op)
+    idx = ModelIndex(tuple(reps), {b: tuple(c.items()) for b, c in per_block.items()}, first, tuple(names))
+    model.meta["_index"] = idx
+    return idx
