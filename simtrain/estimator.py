@@ -9,11 +9,14 @@ layout: the report comes back with ``feasible=False`` and the reasons.
 
 from __future__ import annotations
 
+import dataclasses
+
 from simtrain.cost.data_pipeline import pipeline_times
 from simtrain.cost.precision import regime
 from simtrain.errors import SimtrainError, SpecError
 from simtrain.graph.model import Model
-from simtrain.parallel.memory_plan import stage_memory
+from simtrain.parallel.memory_plan import stage_memories
+from simtrain.parallel.model_index import model_index
 from simtrain.parallel.partition import partition_blocks
 from simtrain.parallel.program import Layout, RankProgram, _OpCoster, stage_program
 from simtrain.parallel.schedule import pipeline_time_s
@@ -52,11 +55,17 @@ def build_program(model: Model, cluster: Cluster, cfg: TrainConfig, comm=None) -
         from simtrain.parallel.comm import ClusterComm
         comm = ClusterComm(cluster, lay, cfg)
     reg = regime(cfg.precision)
-    coster = _OpCoster(cluster, reg, lay, cfg.sequence_parallel)
-    stages = []
+    coster = _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model)
+    stages, same = [], {}
+    idx = model_index(model)
     for s in range(cfg.pp):
         blocks = tuple(b for c in range(s, len(chunks), cfg.pp) for b in chunks[c])
-        stages.append(stage_program(s, blocks, model, cluster, cfg, lay, comm, coster))
+        key = idx.shape_key(blocks)
+        if key in same:  # symmetric summary: a stage with the same ops costs the same
+            stages.append(dataclasses.replace(same[key], stage=s, blocks=blocks))
+        else:
+            same[key] = stage_program(s, blocks, model, cluster, cfg, lay, comm, coster)
+            stages.append(same[key])
     return RankProgram(lay, tuple(stages), reg)
 
 
@@ -91,7 +100,7 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
         "data_stall": data.stall_s, "optimizer": optimizer_s,
     }
     step_s = data.iteration_s
-    memories = [stage_memory(st, model, cluster, cfg, program) for st in stages]
+    memories = stage_memories(model, cluster, cfg, program)
     peak_mem = max(memories, key=lambda mm: mm.total_bytes)
     reasons = [] if peak_mem.fits else [_overflow_reason(peak_mem)]
     model_flops, hw_flops = _flops_per_step(model, cfg, program)
@@ -127,15 +136,23 @@ def _overflow_reason(mem) -> str:
 
 def _flops_per_step(model: Model, cfg: TrainConfig, program: RankProgram) -> tuple[float, float]:
     """Model FLOPs (fw + bw, FMA = 2; attention per cfg.attention_flops) and hardware FLOPs (+ recompute)."""
-    per_sample = 0.0
-    for op in model.ops:
-        frac = 0.5 if (cfg.attention_flops == "causal" and op.attention is not None and op.attention.causal) else 1.0
-        per_sample += op.flops.total * frac
-    model_flops = per_sample * cfg.global_batch_size
+    model_flops = _model_flops_per_sample(model, cfg.attention_flops) * cfg.global_batch_size
     lay = program.layout
     ranks_per_stage = lay.dp * lay.tp * lay.cp
     recompute = sum(st.recompute_flops for st in program.stages) * lay.micro_batches * ranks_per_stage
     return model_flops, model_flops + recompute
+
+
+def _model_flops_per_sample(model: Model, convention: str) -> float:
+    """fw + bw FLOPs of one sample; 'causal' halves causal attention (cached per model)."""
+    key = f"_flops_{convention}"
+    if key not in model.meta:
+        total = 0.0
+        for op in model.ops:
+            causal = convention == "causal" and op.attention is not None and op.attention.causal
+            total += op.flops.total * (0.5 if causal else 1.0)
+        model.meta[key] = total
+    return model.meta[key]
 
 
 def _eval_per_step(cfg: TrainConfig, crit, lay: Layout) -> float:

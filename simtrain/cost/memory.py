@@ -27,7 +27,7 @@ from simtrain.glossary import OptimizerKind
 from simtrain.graph.op import Op
 
 __all__ = ["ParamMemory", "param_memory", "activation_bytes_per_microbatch", "attention_core_saved",
-           "backward_working_bytes", "block_input_elements"]
+           "block_input_elements", "checkpoint_bytes", "largest_gradient_bytes", "recompute_window_bytes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +80,9 @@ def attention_core_saved(op: Op, reg: Regime) -> float:
     drops only its score-sized part."""
     if op.attr("attn_core"):
         return op.saved.bytes(reg.act_bytes)
+    scores_act, scores_mask = op.attr("saved_scores_act"), op.attr("saved_scores_mask")
+    if scores_act is not None:
+        return float(scores_act) * reg.act_bytes + float(scores_mask or 0.0)
     att = op.attention
     if att is None or att.fused:
         return 0.0
@@ -88,15 +91,10 @@ def attention_core_saved(op: Op, reg: Regime) -> float:
     return min(full, scores * (2 * reg.act_bytes + 1))  # softmax out, dropout out, 1-byte mask
 
 
-def activation_bytes_per_microbatch(ops: tuple[Op, ...], micro_batch: int, reg: Regime, recompute: str,
-                                    tp: int, sp: bool, ep: int, k_blocks: int | None = None,
-                                    counts: tuple[int, ...] | None = None) -> float:
-    """Bytes saved for backward by ``ops`` (each ``counts[i]`` times) for one micro-batch.
-
-    Under recompute='full' pass the ops in block order (bare, no counts): only block inputs are kept.
-    """
-    if recompute == "full":
-        return _checkpointed_bytes(ops, micro_batch, reg, tp, sp, k_blocks or 1)
+def activation_bytes_per_microbatch(ops: tuple[Op, ...], micro_batch: float, reg: Regime, recompute: str,
+                                    tp: int, sp: bool, ep: int, counts: tuple[int, ...] | None = None) -> float:
+    """Bytes saved for backward by ``ops`` (each ``counts[i]`` times) for one micro-batch under the
+    'none' or 'selective' policy (full recomputation keeps block inputs: :func:`checkpoint_bytes`)."""
     total = 0.0
     for i, op in enumerate(ops):
         b = saved_bytes(op, micro_batch, reg, tp, sp, ep)
@@ -106,49 +104,39 @@ def activation_bytes_per_microbatch(ops: tuple[Op, ...], micro_batch: int, reg: 
     return total
 
 
-def block_input_elements(ops: tuple[Op, ...]) -> float:
-    """Elements of a block's input per sample (what full recomputation keeps)."""
-    first = ops[0]
-    if not first.shapes:
-        return first.act_read.fw
+def block_input_elements(first_op: Op) -> float:
+    """Elements of a block's input per sample (what full recomputation keeps): the first op's input."""
+    if not first_op.shapes:
+        return first_op.act_read.fw
     n = 1
-    for d in first.shapes[0]:
+    for d in first_op.shapes[0]:
         n *= d
     return float(n)
 
 
-def _blocks(ops: tuple[Op, ...]) -> list[tuple[Op, ...]]:
-    out: list[list[Op]] = []
-    for op in ops:
-        if not out or out[-1][0].block != op.block:
-            out.append([])
-        out[-1].append(op)
-    return [tuple(b) for b in out]
-
-
-def _checkpointed_bytes(ops, micro_batch, reg, tp, sp, k) -> float:
-    """Full recomputation: every k-th block keeps its input (sharded with SP; Korthikanti §5 Table 2:
-    2·sbh per layer, 2·sbh/t with SP)."""
-    blocks = _blocks(ops)
+def checkpoint_bytes(block_first_ops: list[Op], micro_batch: float, reg: Regime, tp: int, sp: bool,
+                     k: int = 1) -> float:
+    """Full recomputation: every k-th block keeps its input (sharded with SP; Korthikanti et al. 2022
+    Table 2: 2·sbh per layer, 2·sbh/t with SP)."""
     kept = 0.0
-    for i, block in enumerate(blocks):
+    for i, first in enumerate(block_first_ops):
         if i % k == 0:
-            kept += block_input_elements(block) * micro_batch * reg.act_bytes / (tp if sp else 1)
+            kept += block_input_elements(first) * micro_batch * reg.act_bytes / (tp if sp else 1)
     return kept
 
 
-def backward_working_bytes(ops: tuple[Op, ...], micro_batch: int, reg: Regime, recompute: str,
-                           tp: int, sp: bool, ep: int, k_blocks: int | None = None) -> float:
-    """Transient peak inside backward: the largest op's output-gradient + input-gradient, plus the
-    re-materialised activations of the blocks being recomputed (full policy)."""
+def largest_gradient_bytes(ops, micro_batch: float, reg: Regime, tp: int, sp: bool, ep: int) -> float:
+    """Transient peak inside backward: the largest op's output-gradient + input-gradient working set."""
     largest = 0.0
     for op in ops:
         f = shard_factors(op, tp, sp, ep)
         grads = (op.act_write.fw * f.act_write + op.act_read.fw * f.act_read) * micro_batch * reg.act_bytes
         largest = max(largest, grads)
-    if recompute != "full":
-        return largest
-    k = k_blocks or 1
-    per_block = [activation_bytes_per_microbatch(b, micro_batch, reg, "none", tp, sp, ep) for b in _blocks(ops)]
-    window = max(sum(per_block[i:i + k]) for i in range(0, len(per_block), k)) if per_block else 0.0
-    return largest + window
+    return largest
+
+
+def recompute_window_bytes(per_block_bytes: list[float], k: int = 1) -> float:
+    """Full recomputation re-materialises k blocks at a time: the largest such window."""
+    if not per_block_bytes:
+        return 0.0
+    return max(sum(per_block_bytes[i:i + k]) for i in range(0, len(per_block_bytes), k))

@@ -75,6 +75,12 @@ def executed_flops_fraction(op: Op) -> float:
     return (att.seq_q + 1) / (2.0 * att.seq_q)
 
 
+_MATERIALISED_KERNELS = 4
+"""Materialised attention runs as separate kernels — QKᵀ (bmm), scale + mask + softmax, dropout,
+attention × V (bmm) — so their times add: the bmms are compute-bound, the score passes memory-bound,
+and nothing overlaps them. Fused ("flash") attention is one kernel: the roofline max applies."""
+
+
 @dataclass(frozen=True, slots=True)
 class OpCost:
     """One op, one micro-batch, one rank: seconds and FLOPs per phase (fw, agrad, wgrad)."""
@@ -115,17 +121,22 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
     run = executed_flops_fraction(op)
     ab, wb = reg.act_bytes, reg.weight_bytes
     out, mem_bound = [], 0.0
+    sequential = op.attention is not None and not op.attention.fused
     for phase in ("fw", "agrad", "wgrad"):
         flops = getattr(op.flops, phase) * micro_batch * f.flops
         act = (getattr(op.act_read, phase) * f.act_read + getattr(op.act_write, phase) * f.act_write)
         weights = (getattr(op.weight_read, phase) + getattr(op.weight_write, phase)) * f.weights
-        bytes_moved = act * micro_batch * ab + weights * wb
+        fixed = getattr(op.fixed_read_bytes, phase) + getattr(op.fixed_write_bytes, phase)
+        bytes_moved = (act * ab + fixed * f.act_write) * micro_batch + weights * wb
         if flops == 0 and bytes_moved == 0:
             out.append((0.0, 0.0))
             continue
         t_c = compute_seconds(flops * run, op.op_class, device, dtype, eff, gemm, m_rows)
         t_m = memory_seconds(bytes_moved, device, eff)
-        sec = max(t_c, t_m) + eff.launch_overhead_s  # == compute.op_seconds, legs kept for the bottleneck
+        if sequential:
+            sec = t_c + t_m + eff.launch_overhead_s * _MATERIALISED_KERNELS
+        else:
+            sec = max(t_c, t_m) + eff.launch_overhead_s  # == compute.op_seconds, legs kept for the bottleneck
         if t_m > t_c:
             mem_bound += sec
         out.append((sec, flops))

@@ -87,12 +87,16 @@ class Model:
 
     def layout_facts(self) -> dict[str, int | None]:
         """Facts the layout checks need (heads, kv_heads, experts, blocks, seq_len)."""
+        cached = self.meta.get("_layout_facts")
+        if cached is not None:
+            return dict(cached)
         facts: dict[str, int | None] = {"blocks": len(self.blocks), "seq_len": self.seq_len}
         for op in self.ops:
             if op.attention is not None and "heads" not in facts:
                 facts["heads"], facts["kv_heads"] = op.attention.heads, op.attention.kv_heads
             if op.moe is not None and "experts" not in facts:
                 facts["experts"] = op.moe.experts
+        self.meta["_layout_facts"] = dict(facts)
         return facts
 
     # --- variants ------------------------------------------------------------------------------

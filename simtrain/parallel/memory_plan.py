@@ -3,43 +3,68 @@ micro-batches in flight under the schedule + buffers + the documented overhead a
 
 from __future__ import annotations
 
-from simtrain.cost.memory import activation_bytes_per_microbatch, backward_working_bytes
+from simtrain.cost.memory import (
+    activation_bytes_per_microbatch, checkpoint_bytes, largest_gradient_bytes, recompute_window_bytes,
+)
 from simtrain.parallel.model_index import model_index
 from simtrain.parallel.schedule import in_flight_microbatches
 from simtrain.report.step_report import MemoryReport
 
-__all__ = ["stage_memory"]
+__all__ = ["stage_memory", "stage_memories"]
 
 
-def stage_memory(stage, model, cluster, cfg, program) -> MemoryReport:
+def _activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]:
+    """(saved bytes per micro-batch, transient backward working bytes) of the stage's ranks."""
+    idx = model_index(model)
+    micro, sp, recompute = lay.micro_batch / lay.cp, cfg.sequence_parallel, str(cfg.recompute)
+    items = idx.items(stage.blocks)
+    ops, counts = tuple(op for op, *_ in items), tuple(n for _, n, *_ in items)
+    working = largest_gradient_bytes(ops, micro, reg, lay.tp, sp, lay.ep)
+    if recompute != "full":
+        return activation_bytes_per_microbatch(ops, micro, reg, recompute, lay.tp, sp, lay.ep, counts), working
+    k = cfg.recompute_every_k_blocks or 1
+    per_block_cache: dict[tuple, float] = {}
+    per_block = []
+    for b in stage.blocks:
+        key = idx.block_items[b]
+        if key not in per_block_cache:
+            bops = tuple(idx.reps[s] for s, _ in key)
+            per_block_cache[key] = activation_bytes_per_microbatch(
+                bops, micro, reg, "none", lay.tp, sp, lay.ep, tuple(n for _, n in key))
+        per_block.append(per_block_cache[key])
+    kept = checkpoint_bytes([idx.block_first[b] for b in stage.blocks], micro, reg, lay.tp, sp, k)
+    return kept, working + recompute_window_bytes(per_block, k)
+
+
+def stage_memories(model, cluster, cfg, program) -> list[MemoryReport]:
+    """Memory of every stage; stages with the same ops share the per-micro-batch work."""
+    idx, memo = model_index(model), {}
+    out = []
+    for st in program.stages:
+        key = idx.shape_key(st.blocks)
+        if key not in memo:
+            memo[key] = _activations_and_working(st, model, cfg, program.layout, program.regime)
+        out.append(stage_memory(st, model, cluster, cfg, program, memo[key]))
+    return out
+
+
+def stage_memory(stage, model, cluster, cfg, program, per_mb_and_working=None) -> MemoryReport:
     lay, reg = program.layout, program.regime
-    micro = lay.micro_batch / lay.cp
-    sp, k = cfg.sequence_parallel, cfg.recompute_every_k_blocks
-    recompute = str(cfg.recompute)
-    if recompute == "full":
-        block_set = set(stage.blocks)
-        ops = tuple(op for op in model.ops if op.block in block_set)
-        per_mb = activation_bytes_per_microbatch(ops, micro, reg, recompute, lay.tp, sp, lay.ep, k)
-    else:
-        items = model_index(model).items(stage.blocks)
-        ops = tuple(op for op, _, _, _ in items)
-        per_mb = activation_bytes_per_microbatch(ops, micro, reg, recompute, lay.tp, sp, lay.ep, k,
-                                                 counts=tuple(n for _, n, _, _ in items))
+    per_mb, buffers = per_mb_and_working or _activations_and_working(stage, model, cfg, lay, reg)
     in_flight = in_flight_microbatches(stage.stage, lay.pp, lay.micro_batches, cfg.pipeline_schedule, lay.v)
-    activations = per_mb * in_flight
-    buffers = backward_working_bytes(ops, micro, reg, recompute, lay.tp, sp, lay.ep, k)
     sample_bytes = cfg.data.device_bytes_per_sample or cfg.data.sample_bytes or 0.0
     buffers += sample_bytes * lay.micro_batch * (2 if cfg.data.pin_memory and cfg.data.prefetch else 1)
     if cfg.zero_stage >= 3:
         # one layer's full parameters gathered, plus the next one prefetched
-        largest = max((op.param_count for op in ops), default=0)
+        largest = max((op.param_count for op, *_ in model_index(model).items(stage.blocks)), default=0)
         buffers += 2 * largest * reg.weight_bytes / lay.tp
     usable = cluster.device.usable_memory_bytes
-    host_prefetch = sample_bytes * cfg.global_batch_size / lay.dp * cfg.data.prefetch_factor * cfg.data.num_workers \
-        / max(lay.micro_batches, 1) if cfg.data.prefetch else 0.0
+    host_prefetch = 0.0
+    if cfg.data.prefetch:  # DataLoader workers keep prefetch_factor micro-batches each, in host DRAM
+        host_prefetch = sample_bytes * lay.micro_batch * cfg.data.prefetch_factor * cfg.data.num_workers
     rank = stage.stage * lay.dp * lay.tp * lay.cp  # first rank of the stage (pp is the outermost axis)
     pm = stage.params
     return MemoryReport(params_bytes=pm.params_bytes, grads_bytes=pm.grads_bytes,
-                        optimizer_bytes=pm.optimizer_bytes, activations_bytes=activations,
+                        optimizer_bytes=pm.optimizer_bytes, activations_bytes=per_mb * in_flight,
                         buffers_bytes=buffers, overhead_bytes=cfg.memory_overhead_fraction * usable,
                         capacity_bytes=usable, rank=rank, stage=stage.stage, host_prefetch_bytes=host_prefetch)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from simtrain.graph.model import Model
 from simtrain.graph.op import Op
@@ -41,17 +41,31 @@ class ModelIndex:
     block_items: dict[str, tuple[tuple[int, int], ...]]
     """Block name → ((signature id, count), ...) in first-appearance order."""
     block_first: dict[str, Op]
+    block_last: dict[str, Op]
     names: tuple[str, ...]
     """Pattern name of each signature id (for the top-ops table)."""
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
+    """Caches keyed by the caller (stage items, op costs per device and layout): the model is
+    immutable, so what is derived from it can be kept with it."""
+
+    def shape_key(self, blocks) -> tuple:
+        """Equal keys: the blocks hold the same ops in the same counts (stages 1..p-2 of a GPT)."""
+        return tuple((bool(REPEATED_BLOCK.match(b)), self.block_items[b]) for b in blocks)
 
     def items(self, blocks) -> list[tuple[Op, int, bool, str]]:
         """(representative op, count, in a repeated block, pattern name) over ``blocks``, merged by signature."""
+        key = ("items", tuple(blocks))
+        cached = self.memo.get(key)
+        if cached is not None:
+            return cached
         acc: Counter = Counter()
         for b in blocks:
             repeated = bool(REPEATED_BLOCK.match(b))
             for sig, n in self.block_items[b]:
                 acc[(sig, repeated)] += n
-        return [(self.reps[s], n, rep, self.names[s]) for (s, rep), n in acc.items()]
+        out = [(self.reps[s], n, rep, self.names[s]) for (s, rep), n in acc.items()]
+        self.memo[key] = out
+        return out
 
 
 def model_index(model: Model) -> ModelIndex:
@@ -63,6 +77,7 @@ def model_index(model: Model) -> ModelIndex:
     names: list[str] = []
     per_block: dict[str, Counter] = {}
     first: dict[str, Op] = {}
+    last: dict[str, Op] = {}
     for op in model.ops:
         sig = op_signature(op)
         i = ids.get(sig)
@@ -72,6 +87,7 @@ def model_index(model: Model) -> ModelIndex:
             names.append(pattern_name(op.name))
         per_block.setdefault(op.block, Counter())[i] += 1
         first.setdefault(op.block, op)
-    idx = ModelIndex(tuple(reps), {b: tuple(c.items()) for b, c in per_block.items()}, first, tuple(names))
+        last[op.block] = op
+    idx = ModelIndex(tuple(reps), {b: tuple(c.items()) for b, c in per_block.items()}, first, last, tuple(names))
     model.meta["_index"] = idx
     return idx

@@ -103,13 +103,19 @@ class RankProgram:
 
 
 class _OpCoster:
-    """Memoised op costs for one (device, regime, layout)."""
+    """Memoised op costs for one (device, regime, layout), kept with the model's index so a sweep
+    re-uses them across estimates (keyed by the device object itself, which is immutable)."""
 
-    def __init__(self, cluster: Cluster, reg: Regime, lay: Layout, sp: bool) -> None:
+    def __init__(self, cluster: Cluster, reg: Regime, lay: Layout, sp: bool, model: Model | None = None) -> None:
         self.device, self.reg, self.lay, self.sp = cluster.device, reg, lay, sp
         self.eff = device_efficiency(cluster.device)
-        self.cache: dict[int, OpCost] = {}
         self.micro = lay.micro_batch / lay.cp  # context parallelism splits every sequence cp ways
+        key = ("costs", id(self.device), reg.precision, self.micro, lay.tp, sp, lay.ep)
+        memo = model_index(model).memo if model is not None else {}
+        entry = memo.get(key)
+        if entry is None or entry[0] is not self.device:  # id reuse after a device was freed
+            entry = memo[key] = (self.device, {})
+        self.cache: dict[int, OpCost] = entry[1]
 
     def __call__(self, op: Op) -> OpCost:
         key = id(op)  # representatives from the model index: one object per distinct op
@@ -132,7 +138,7 @@ def stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cl
                   lay: Layout, comm, coster: _OpCoster | None = None) -> StageProgram:
     """Cost one stage: compute by phase, its collectives, dp sync and optimizer."""
     reg = coster.reg if coster else regime(cfg.precision)
-    coster = coster or _OpCoster(cluster, reg, lay, cfg.sequence_parallel)
+    coster = coster or _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model)
     items = model_index(model).items(blocks)
     fw = bw = rc = fwf = bwf = rcf = mem = 0.0
     times = []
@@ -154,8 +160,7 @@ def stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cl
 
 def _last_op(model: Model, blocks: tuple[str, ...]) -> Op:
     """The op whose output crosses to the next pipeline stage (the last op of the stage's last block)."""
-    last = blocks[-1]
-    return next(op for op in reversed(model.ops) if op.block == last)
+    return model_index(model).block_last[blocks[-1]]
 
 
 def _param_memory(model: Model, blocks, items, cfg: TrainConfig, lay: Layout, reg: Regime) -> ParamMemory:
