@@ -6,6 +6,7 @@ parallelism (Megatron-LM, Shoeybi et al. 2019 §3; sequence parallelism, Korthik
 | tp_split  | FLOPs / weights | activations read          | activations written       | saved for backward |
 |-----------|-----------------|---------------------------|---------------------------|--------------------|
 | column    | ÷ t             | full (input replicated)   | ÷ t                       | full; ÷ t with SP  |
+| column, no GEMM (GeLU / SwiGLU after a column-split linear): everything ÷ t                            |
 | row       | ÷ t             | ÷ t                       | full (partial sums)       | ÷ t                |
 | heads     | ÷ t             | ÷ t                       | ÷ t                       | ÷ t                |
 | vocab     | ÷ t             | full                      | ÷ t                       | full; ÷ t with SP  |
@@ -52,6 +53,9 @@ def shard_factors(op: Op, tp: int, sp: bool, ep: int = 1) -> ShardFactors:
         return _FULL
     inv, seq = 1.0 / tp, (1.0 / tp if sp else 1.0)
     split = op.tp_split
+    if split == "column" and op.gemm is None:
+        # an elementwise op inside the column-split region (GeLU after fc1): its tensors are split
+        return ShardFactors(inv, inv, inv, inv, inv)
     if split == "column":
         return ShardFactors(inv, inv, 1.0, inv, seq)
     if split == "row":
