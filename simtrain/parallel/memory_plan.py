@@ -55,9 +55,11 @@ def stage_memory(stage, model, cluster, cfg, program, per_mb_and_working=None) -
     sample_bytes = cfg.data.device_bytes_per_sample or cfg.data.sample_bytes or 0.0
     buffers += sample_bytes * lay.micro_batch * (2 if cfg.data.pin_memory and cfg.data.prefetch else 1)
     if cfg.zero_stage >= 3:
-        # one layer's full parameters gathered, plus the next one prefetched
-        largest = max((op.param_count for op, *_ in model_index(model).items(stage.blocks)), default=0)
-        buffers += 2 * largest * reg.weight_bytes / lay.tp
+        # FSDP gathers one block (wrapping unit) at a time and prefetches the next: the two largest
+        idx = model_index(model)
+        per_block = sorted((sum(idx.reps[s].param_count * n for s, n in idx.block_items[b]) for b in stage.blocks),
+                           reverse=True)
+        buffers += sum(per_block[:2]) * reg.weight_bytes / lay.tp
     usable = cluster.device.usable_memory_bytes
     host_prefetch = 0.0
     if cfg.data.prefetch:  # DataLoader workers keep prefetch_factor micro-batches each, in host DRAM

@@ -132,7 +132,7 @@ def torus_dims_of(ranks: np.ndarray, lengths, link: LinkSig, device, always_wrap
                           ring_bandwidth_bytes_per_s=per_link, pair_bandwidth_bytes_per_s=per_link,
                           wraparound=False)]
     dims = []
-    for length, vals in zip(lengths, spans):
+    for length, vals in zip(lengths, spans, strict=False):
         c = len(vals)
         if c < 2:
             continue

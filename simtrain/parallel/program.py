@@ -9,6 +9,7 @@ the simulator expands the same records into per-micro-batch tasks (``schedule_or
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from simtrain.cost.compute import device_efficiency, memory_seconds
@@ -163,6 +164,19 @@ def _last_op(model: Model, blocks: tuple[str, ...]) -> Op:
     return model_index(model).block_last[blocks[-1]]
 
 
+def _tied_copies(model: Model, blocks, items) -> list[Op]:
+    """A tied weight (LM head = word embedding) whose owner sits on another pipeline stage is kept
+    as a second copy on this stage, its gradients summed between the two (Megatron-LM does this
+    for the word embeddings of the first and last stage)."""
+    names = {op.name for op in model.ops if op.block in set(blocks)} if any(op.attr("tied_to") for op, *_ in items) else set()
+    out = []
+    for op, _, _, _ in items:
+        owner = op.attr("tied_to")
+        if owner and owner not in names:
+            out.append(dataclasses.replace(op, param_count=int(op.weight_read.fw), attrs=()))
+    return out
+
+
 def _param_memory(model: Model, blocks, items, cfg: TrainConfig, lay: Layout, reg: Regime) -> ParamMemory:
     """Weights, grads, optimizer state of the stage; frozen layers need the real op names."""
     if cfg.frozen_prefixes:
@@ -170,6 +184,7 @@ def _param_memory(model: Model, blocks, items, cfg: TrainConfig, lay: Layout, re
         ops = [(op, 1) for op in model.ops if op.block in block_set]
     else:
         ops = [(op, n) for op, n, _, _ in items]
+    ops += [(op, 1) for op in _tied_copies(model, blocks, items)]
     return param_memory(ops, reg, cfg.optimizer, tp=lay.tp, sp=cfg.sequence_parallel, ep=lay.ep, dp=lay.dp,
                         zero_stage=cfg.zero_stage, frozen_prefixes=tuple(cfg.frozen_prefixes),
                         accumulating=lay.micro_batches > 1)

@@ -88,7 +88,7 @@ def _degrees(layout, rank_order) -> tuple[tuple[int, ...], tuple[str, ...]]:
         raise SpecError.one(None, "rank_order", f"must name each of tp, cp, ep, dp, pp once, got {order!r}")
     tp, cp, ep, dp, pp = deg
     if min(deg) < 1:
-        raise SpecError.one(None, "layout", f"parallel degrees must be >= 1, got {dict(zip(('tp', 'cp', 'ep', 'dp', 'pp'), deg))}")
+        raise SpecError.one(None, "layout", f"parallel degrees must be >= 1, got {dict(zip(('tp', 'cp', 'ep', 'dp', 'pp'), deg, strict=False))}")
     if (dp * cp) % ep:
         raise SpecError.one(None, "ep", f"ep={ep} must divide dp × cp = {dp} × {cp}")
     return deg, order
@@ -96,7 +96,7 @@ def _degrees(layout, rank_order) -> tuple[tuple[int, ...], tuple[str, ...]]:
 
 def rank_strides(degrees: tuple[int, ...], order: tuple[str, ...]) -> dict[str, tuple[int, int]]:
     """(size, stride) of tp, cp, dp, pp in the rank numbering (ep is nested in cp × dp)."""
-    size = dict(zip(("tp", "cp", "ep", "dp", "pp"), degrees))
+    size = dict(zip(("tp", "cp", "ep", "dp", "pp"), degrees, strict=False))
     out, acc = {}, 1
     for a in order:
         if a != "ep":
