@@ -79,7 +79,9 @@ def model_index(model: Model) -> ModelIndex:
     first: dict[str, Op] = {}
     last: dict[str, Op] = {}
     for op in model.ops:
-        sig = op_signature(op)
+        # the pattern name is part of the key so that ops of equal shape but different roles
+        # (attn/norm vs mlp/norm) stay apart in the top-ops table; they cost one call each
+        sig = (op_signature(op), pattern_name(op.name))
         i = ids.get(sig)
         if i is None:
             i = ids[sig] = len(reps)
