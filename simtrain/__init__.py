@@ -28,7 +28,8 @@ _EXPORTS = {
     "EvalConfig": "simtrain.specs.train", "load_job": "simtrain.specs.jobs",
     # verbs and results
     "estimate": "simtrain.estimator", "StepReport": "simtrain.report.step_report",
-    "simulate": "simtrain.sim", "sweep": "simtrain.search", "plan": "simtrain.search",
+    "sweep": "simtrain.search", "plan": "simtrain.search",
+    "estimate_heterogeneous": "simtrain.parallel.hetero",
     "measure": "simtrain.calibrate.measure", "calibrate": "simtrain.calibrate.fit",
     # errors and words
     "SpecError": "simtrain.errors", "SimtrainError": "simtrain.errors", "MissingRuleError": "simtrain.errors",

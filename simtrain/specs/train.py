@@ -197,7 +197,7 @@ def layout_problems(cfg: TrainConfig, devices_count: int, model=None) -> list[st
     heads, kv = facts.get("heads"), facts.get("kv_heads")
     if cfg.tp > 1 and heads and heads % cfg.tp:
         reasons.append(f"tp={cfg.tp} does not divide the model's {heads} attention heads")
-    if cfg.tp > 1 and kv and kv % cfg.tp and cfg.tp % kv:
+    if cfg.tp > 1 and kv and kv != heads and kv % cfg.tp and cfg.tp % kv:
         reasons.append(f"tp={cfg.tp} and the model's {kv} KV heads neither divide the other")
     blocks = facts.get("blocks")
     if blocks is not None and cfg.pp * cfg.virtual_stages > blocks:
