@@ -28,7 +28,7 @@ _EXPORTS = {
     "EvalConfig": "simtrain.specs.train", "load_job": "simtrain.specs.jobs",
     # verbs and results
     "estimate": "simtrain.estimator", "StepReport": "simtrain.report.step_report",
-    "sweep": "simtrain.search", "plan": "simtrain.search",
+    "simulate": "simtrain.sim", "sweep": "simtrain.search", "plan": "simtrain.search",
     "estimate_heterogeneous": "simtrain.parallel.hetero",
     "measure": "simtrain.calibrate.measure", "calibrate": "simtrain.calibrate.fit",
     # errors and words

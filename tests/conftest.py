@@ -25,6 +25,7 @@ def invented_device(**overrides) -> Device:
             "compute": {c.value: {"peak_fraction": 1.0, "half_flops": 0.0} for c in OpClass},
             "memory_bandwidth_fraction": 1.0, "memory_half_bytes": 0.0, "launch_overhead_s": 0.0,
             "link_bandwidth_fraction": 1.0,
+            "extra": {"collective_base_latency_s": 0.0},
         },
     }
     spec.update(overrides)
@@ -65,3 +66,14 @@ def tiny_mlp() -> Model:
     ops = [linear_op("layers.0/fc", "layers.0", 1, 100, 200), relu_op("layers.0/act", "layers.0", 200),
            linear_op("layers.1/fc", "layers.1", 1, 200, 100, tp_split="row")]
     return Model("tiny-mlp", ops)
+
+
+def invented_cluster(devices: int = 2, link_bytes_per_s: float = 1e18, latency_s: float = 0.0, **device_kw) -> Cluster:
+    """``devices`` invented devices on one NVSwitch-like crossbar of an invented link."""
+    from simtrain.specs.hardware import Fabric, Host, Link, Network, Node
+    link = Link.model_validate({"name": "invented-link", "kind": "nvlink",
+                                "bandwidth_per_direction_bytes_per_s": _s(link_bytes_per_s), "latency_s": _s(latency_s)})
+    host = Host(cpu_cores=_s(8), dram_bandwidth_bytes_per_s=_s(1e11))
+    node = Node(name="invented-node", device=invented_device(**device_kw), devices_count=devices,
+                fabric=Fabric(topology="nvswitch", link=link), host=host)
+    return Cluster(name="invented-cluster", node=node, nodes_count=1, network=Network(topology="none"))
