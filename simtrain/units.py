@@ -60,9 +60,9 @@ class Dimension(str, Enum):
 
 
 _DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
-_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
 _TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ns": 1e-9, "min": 60.0, "h": 3600.0}
-_PER_TIME = {"s": 1.0, "ms": 1e3, "us": 1e6, "h": 1 / 3600.0}
+_PER_TIME = {"s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6, "μs": 1e6, "ns": 1e9, "min": 1 / 60.0, "h": 1 / 3600.0}
 
 _NUMBER = r"[-+]?(?:\d+(?:_\d+)*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _QUANTITY = re.compile(rf"^\s*(?P<num>{_NUMBER})\s*(?P<unit>.*?)\s*$")
@@ -78,7 +78,7 @@ def _prefix_scale(prefix: str, *, allow_binary: bool) -> float:
 
 def _split(unit: str, base_pattern: str) -> tuple[str, str] | None:
     """Split ``unit`` into (prefix, remainder) when it ends in ``base_pattern``."""
-    m = re.fullmatch(rf"(?P<prefix>Ki|Mi|Gi|Ti|Pi|[kKMGTPE]?){base_pattern}", unit)
+    m = re.fullmatch(rf"(?P<prefix>Ki|Mi|Gi|Ti|Pi|Ei|[kKMGTPE]?){base_pattern}", unit)
     return (m.group("prefix"), m.group(0)[len(m.group("prefix")):]) if m else None
 
 
@@ -87,6 +87,9 @@ def _bytes_or_bits(unit: str) -> float | None:
     for base, per_unit in (("B", 1.0), ("byte", 1.0), ("bytes", 1.0), ("b", 1 / 8), ("bit", 1 / 8), ("bits", 1 / 8)):
         parts = _split(unit, re.escape(base))
         if parts is not None:
+            if parts[0] == "K" and per_unit == 1.0:
+                # JEDEC "KB" means 1024 B, SI "kB" 1000 B: refuse to guess.
+                raise UnitError(f"{unit!r} is ambiguous: write kB (1000 bytes) or KiB (1024 bytes)")
             return _prefix_scale(parts[0], allow_binary=True) * per_unit
     return None
 
@@ -94,10 +97,10 @@ def _bytes_or_bits(unit: str) -> float | None:
 def _rate(unit: str) -> tuple[str, float] | None:
     """Split a rate unit 'X/s' or 'Xps' into (X, per-second factor)."""
     if "/" in unit:
-        num, den = unit.rsplit("/", 1)
+        num, den = (part.strip() for part in unit.rsplit("/", 1))  # "Gb / s" reads as "Gb/s"
         if den not in _PER_TIME:
             raise UnitError(f"unknown time unit {den!r} in rate {unit!r}")
-        return num.strip(), _PER_TIME[den]
+        return num, _PER_TIME[den]
     m = re.fullmatch(r"(.+?)ps", unit)
     if m and m.group(1)[-1:] in ("B", "b"):  # GBps, Gbps
         return m.group(1), 1.0
@@ -172,7 +175,10 @@ def parse_quantity(value: object, dim: Dimension) -> float:
     if isinstance(value, bool):
         raise UnitError(f"expected a quantity of {dim.value}, got a boolean {value!r}")
     if isinstance(value, (int, float)):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int too large for a float
+            raise UnitError(f"{value!r} is too large") from None
     elif isinstance(value, str):
         number = _parse_text(value, dim)
     else:
@@ -183,7 +189,8 @@ def parse_quantity(value: object, dim: Dimension) -> float:
 
 
 def _parse_text(text: str, dim: Dimension) -> float:
-    m = _QUANTITY.match(re.sub(r"(?<=\d),(?=\d{3})", "", text))  # "1,555 GB/s"
+    # thousands separators ("1,555 GB/s"); a comma not followed by exactly three digits is an error
+    m = _QUANTITY.match(re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text))
     if m is None:
         raise UnitError(f"cannot read {text!r} as a number with a unit of {dim.value}")
     number = float(m.group("num").replace("_", ""))
@@ -191,6 +198,17 @@ def _parse_text(text: str, dim: Dimension) -> float:
     if unit == "":
         return number
     try:
-        return number * _scale_for(unit, dim)
+        scale = _scale_for(unit, dim)
     except UnitError as err:
         raise UnitError(f"{text!r}: {err}") from None
+    return _apply(number, scale)
+
+
+def _apply(number: float, scale: float) -> float:
+    """``number × scale``, dividing by the integer inverse of sub-unit scales so that "5 us" is
+    exactly 5e-06 (``5 * 1e-6`` is 4.9999999999999996e-06)."""
+    if 0 < scale < 1:
+        inverse = round(1 / scale)
+        if abs(inverse * scale - 1) < 1e-12:
+            return number / inverse
+    return number * scale

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["View", "Estimate", "ALGORITHMS_BY_KIND", "estimate", "valid"]
+__all__ = ["View", "Estimate", "ALGORITHMS_BY_KIND", "estimate", "valid", "hierarchical_plan", "combine"]
 
 Estimate = tuple  # (latency_s, bandwidth_s, steps, messages, bytes_per_dim, detail)
 
@@ -49,20 +49,24 @@ _CROSSBAR_KINDS = frozenset(("switch", "mesh"))
 class View:
     """Effective (efficiency-scaled) numbers of a logical topology, as plain tuples of floats."""
 
-    __slots__ = ("sizes", "n", "bw", "ring", "pair", "alpha", "kinds", "wrap", "innet")
+    __slots__ = ("sizes", "n", "bw", "ring", "pair", "alpha", "kinds", "wrap", "innet", "dims", "kindset",
+                 "memo")
 
     def __init__(self, sizes, bw, ring, pair, alpha, kinds, wrap, innet) -> None:
         self.sizes, self.bw, self.ring, self.pair = sizes, bw, ring, pair
         self.alpha, self.kinds, self.wrap, self.innet = alpha, kinds, wrap, innet
         self.n = math.prod(sizes)
+        self.dims = len(sizes)
+        self.kindset = frozenset(kinds)
+        self.memo: dict = {}  # per-view caches (sub-views, valid candidates, per-byte estimates)
 
     def sub(self, lo: int, hi: int) -> View:
-        return View(self.sizes[lo:hi], self.bw[lo:hi], self.ring[lo:hi], self.pair[lo:hi],
-                    self.alpha[lo:hi], self.kinds[lo:hi], self.wrap[lo:hi], self.innet[lo:hi])
-
-    @property
-    def dims(self) -> int:
-        return len(self.sizes)
+        key = ("sub", lo, hi)
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = View(self.sizes[lo:hi], self.bw[lo:hi], self.ring[lo:hi], self.pair[lo:hi],
+                                        self.alpha[lo:hi], self.kinds[lo:hi], self.wrap[lo:hi], self.innet[lo:hi])
+        return hit
 
 
 # ----------------------------------------------------------------------------------------------
@@ -92,7 +96,7 @@ def _effective(per_rank: tuple, v: View) -> float:
     A flat ring (or chain) crosses dimension d once per Π_{j<d} s_j ranks, so each group of the inner
     dimensions can feed that crossing with all of its ranks' d-bandwidth (NCCL builds one ring per NIC).
     """
-    return min(b * i for b, i in zip(per_rank, _inner_products(v)))
+    return min(b * i for b, i in zip(per_rank, _inner_products(v), strict=False))
 
 
 def _hop_fraction(v: View) -> list[float]:
@@ -120,7 +124,7 @@ def _ring(kind: str, S: float, v: View) -> Estimate:
     n = v.n
     phases = 2 if kind == "all_reduce" else 1
     chain = _chain_steps(v)
-    lat = phases * sum(st * a for st, a in zip(chain, v.alpha))
+    lat = phases * sum(st * a for st, a in zip(chain, v.alpha, strict=False))
     b_eff = _effective(v.ring, v)
     if kind in ("broadcast", "reduce"):
         volume = S
@@ -142,14 +146,14 @@ def _tree(kind: str, S: float, v: View) -> Estimate:
     """
     if kind == "all_reduce":
         hops = [s - 1 for s in v.sizes[:-1]] + [_log2_ceil(v.sizes[-1])]
-        lat = 2 * sum(h * a for h, a in zip(hops, v.alpha))
+        lat = 2 * sum(h * a for h, a in zip(hops, v.alpha, strict=False))
         edges = _chain_steps(v)
         edges[-1] = v.sizes[-1] - 1
         per_dim = tuple(2 * S * e / v.n for e in edges)
         return (lat, 2 * S / _effective(v.bw, v), 2 * sum(hops), 4 * (v.n - 1), per_dim, "tree")
     rounds = [_log2_ceil(s) for s in v.sizes]
-    lat = sum(r * a for r, a in zip(rounds, v.alpha))
-    bw_s = sum(r * S / b for r, b in zip(rounds, v.bw))
+    lat = sum(r * a for r, a in zip(rounds, v.alpha, strict=False))
+    bw_s = sum(r * S / b for r, b in zip(rounds, v.bw, strict=False))
     per_dim = tuple(r * S for r in rounds)
     return (lat, bw_s, sum(rounds), v.n - 1, per_dim, "tree")
 
@@ -218,8 +222,8 @@ def _direct_all_to_all(S: float, v: View) -> Estimate:
             hops = s - 1
         return (hops * v.alpha[0], bw_s, hops, n * (n - 1), ((n - 1) / n * S,), "direct")
     inner = _inner_products(v)
-    per_dim = tuple(S * (s - 1) * i / n for s, i in zip(v.sizes, inner))
-    bw_s = max(b / w for b, w in zip(per_dim, v.bw))
+    per_dim = tuple(S * (s - 1) * i / n for s, i in zip(v.sizes, inner, strict=False))
+    bw_s = max(b / w for b, w in zip(per_dim, v.bw, strict=False))
     return (max(v.alpha), bw_s, 1, n * (n - 1), per_dim, "direct")
 
 
@@ -240,41 +244,38 @@ def _in_network(kind: str, S: float, v: View) -> Estimate:
 # ----------------------------------------------------------------------------------------------
 # Multi-dimensional algorithms
 # ----------------------------------------------------------------------------------------------
-def _place(est: Estimate, offset: int, dims: int, groups: int) -> tuple:
-    """Bytes of a sub-topology estimate placed into a full-length per-dimension tuple."""
-    out = [0.0] * dims
-    for i, b in enumerate(est[4]):
-        out[offset + i] = b
-    return out, est[3] * groups
-
-
-def _hierarchical(kind: str, S: float, v: View, chooser) -> Estimate:
-    """Dimension by dimension (ASTRA-sim; NCCL's intra-node reduce-scatter → inter-node all-reduce →
-    intra-node all-gather). Each phase uses the best algorithm for its own dimension(s).
+def hierarchical_plan(kind: str, v: View) -> list[tuple[str, int, int, float, int]]:
+    """Phases of the dimension-by-dimension algorithm (ASTRA-sim; NCCL's intra-node reduce-scatter →
+    inter-node all-reduce → intra-node all-gather), as (collective, first dim, end dim, share of S,
+    parallel groups). Each phase uses the best algorithm for its own dimension(s); times add.
 
     all-reduce = RS(dim 0, S) + AR(dims 1.., S/s_0) + AG(dim 0, S)   (recursive: dimension-ordered)
     reduce-scatter = RS(dim 0, S) + RS(dims 1.., S/s_0); all-gather mirrors it.
     all-to-all, broadcast, reduce = Σ_d the same collective on dimension d alone, on S.
     """
-    L, s0 = v.dims, v.sizes[0]
+    L, s0, n = v.dims, v.sizes[0], v.n
     if kind in ("all_to_all", "broadcast", "reduce"):
-        phases = [(kind, d, d + 1, S, v.n // v.sizes[d]) for d in range(L)]
-    elif kind == "all_gather":
-        phases = [(kind, 1, L, S / s0, s0), (kind, 0, 1, S, v.n // s0)]
-    else:
-        phases = [("reduce_scatter", 0, 1, S, v.n // s0), (kind, 1, L, S / s0, s0)]
-        if kind == "all_reduce":
-            phases.append(("all_gather", 0, 1, S, v.n // s0))
+        return [(kind, d, d + 1, 1.0, n // v.sizes[d]) for d in range(L)]
+    if kind == "all_gather":
+        return [(kind, 1, L, 1 / s0, s0), (kind, 0, 1, 1.0, n // s0)]
+    plan = [("reduce_scatter", 0, 1, 1.0, n // s0), (kind, 1, L, 1 / s0, s0)]
+    if kind == "all_reduce":
+        plan.append(("all_gather", 0, 1, 1.0, n // s0))
+    return plan
+
+
+def combine(parts, dims: int) -> Estimate:
+    """One hierarchical estimate from its phases' estimates: ``parts`` = [(phase, estimate)] with the
+    phase as returned by :func:`hierarchical_plan` and the estimate per byte of the phase's share."""
     lat = bw_s = 0.0
     steps = messages = 0
-    per_dim = [0.0] * L
+    per_dim = [0.0] * dims
     names = []
-    for sub_kind, lo, hi, size, groups in phases:
-        est = chooser(sub_kind, size, v.sub(lo, hi))
-        lat, bw_s, steps = lat + est[0], bw_s + est[1], steps + est[2]
-        placed, msgs = _place(est, lo, L, groups)
-        per_dim = [a + b for a, b in zip(per_dim, placed)]
-        messages += msgs
+    for (sub_kind, lo, hi, share, groups), est in parts:
+        lat, bw_s, steps = lat + est[0], bw_s + est[1] * share, steps + est[2]
+        messages += est[3] * groups
+        for i, b in enumerate(est[4]):
+            per_dim[lo + i] += b * share
         names.append(f"{sub_kind}:{est[5]}@{lo}" + (f"-{hi - 1}" if hi - lo > 1 else ""))
     return (lat, bw_s, steps, messages, tuple(per_dim), "hierarchical[" + " > ".join(names) + "]")
 
@@ -296,8 +297,8 @@ def _multi_axis(kind: str, S: float, v: View) -> Estimate:
             s = v.sizes[d]
             load[d] += phases * (s - 1) / s * chunk
             chunk /= s
-    bw_s = max(b / r for b, r in zip(load, v.ring))
-    lat = sum(phases * (s - 1) * a for s, a in zip(v.sizes, v.alpha))
+    bw_s = max(b / r for b, r in zip(load, v.ring, strict=False))
+    lat = sum(phases * (s - 1) * a for s, a in zip(v.sizes, v.alpha, strict=False))
     steps = sum(phases * (s - 1) for s in v.sizes)
     return (lat, bw_s, steps, v.n * steps, tuple(load), "multi_axis")
 
@@ -309,7 +310,7 @@ def valid(kind: str, algorithm: str, v: View) -> bool:
     """Whether ``algorithm`` can run ``kind`` on topology ``v`` (see the module docstring)."""
     if algorithm not in ALGORITHMS_BY_KIND[kind]:
         return False
-    kinds, L = set(v.kinds), v.dims
+    kinds, L = v.kindset, v.dims
     if algorithm == "ring":
         return kinds <= _POINT_TO_POINT_KINDS
     if algorithm == "tree":
@@ -333,8 +334,7 @@ _FLAT = {"ring": _ring, "tree": _tree, "rhd": _rhd, "direct": _direct, "in_netwo
          "multi_axis": _multi_axis}
 
 
-def estimate(kind: str, algorithm: str, S: float, v: View, chooser) -> Estimate:
-    """The estimate of one (valid) algorithm; ``chooser(kind, S, view)`` picks sub-phase algorithms."""
-    if algorithm == "hierarchical":
-        return _hierarchical(kind, S, v, chooser)
+def estimate(kind: str, algorithm: str, S: float, v: View) -> Estimate:
+    """The estimate of one valid flat (single-decomposition) algorithm; hierarchical ones are built
+    from :func:`hierarchical_plan` and :func:`combine`."""
     return _FLAT[algorithm](kind, S, v)

@@ -25,12 +25,13 @@ or listed in ``candidates``.
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Iterable, Mapping
 
 from simtrain.cost import collective_algorithms as _alg
 from simtrain.cost.cost import Cost
@@ -80,6 +81,8 @@ _ALIASES = {
 
 
 def _word(text: str, field_name: str, allowed: Iterable[str]) -> str:
+    if text.__class__ is str and text in allowed:  # fast path: already a canonical name
+        return text
     key = str(getattr(text, "value", text)).strip().lower().replace("-", "_")
     key = _ALIASES.get(key.replace("_", ""), _ALIASES.get(key, key))
     if key not in allowed:
@@ -154,6 +157,7 @@ class LogicalTopology:
     latency_scale: float = 1.0
     name: str = ""
     _hash: int = field(default=0, init=False, repr=False, compare=False)
+    _ranks: int = field(default=1, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         dims = tuple(self.dims)
@@ -165,6 +169,7 @@ class LogicalTopology:
         if not 0 < self.bandwidth_fraction <= 1:
             raise SpecError.one(None, "topology.bandwidth_fraction", f"must be in (0, 1], got {self.bandwidth_fraction!r}")
         _positive(self.latency_scale, "topology.latency_scale")
+        object.__setattr__(self, "_ranks", math.prod(d.size for d in dims))
         object.__setattr__(self, "_hash", hash((dims, self.base_latency_s, self.step_overhead_s,
                                                 self.bandwidth_fraction, self.latency_scale, self.name)))
 
@@ -179,7 +184,7 @@ class LogicalTopology:
 
     @property
     def ranks(self) -> int:
-        return math.prod(d.size for d in self.dims)
+        return self._ranks
 
     @property
     def tiers(self) -> tuple[str, ...]:
@@ -285,26 +290,28 @@ def _cached(kind, size, topology, alg, cands, f, scale, base, overhead) -> Colle
     if n <= 1:
         return CollectiveResult(kind, "local", n, size, 0.0, 0.0, 0.0, 0, 0, _NO_BYTES, "one rank: nothing to send")
     view = _view(topology, f, scale, overhead)
-    chooser = _chooser(cands)
-    if alg is None:
-        est = chooser(kind, size, view)
-    elif not _alg.valid(kind, alg, view):
+    if alg is not None and not _alg.valid(kind, alg, view):
         raise SpecError.one(None, "algorithm", f"{alg!r} cannot run {kind} on dimensions "
                             f"{[(d.kind, d.size) for d in topology.dims]}")
-    else:
-        est = _alg.estimate(kind, alg, size, view, chooser)
-    lat, bw_s, steps, messages, per_dim, detail = est
+    envelope = _envelope(view, kind, cands, alg)
+    if not envelope:
+        raise MissingRuleError(f"no collective algorithm can run {kind} on dimensions "
+                               f"{list(zip(view.kinds, view.sizes, strict=True))} "
+                               f"(candidates {alg or cands or AUTO_CANDIDATES[kind]})")
+    est = min(envelope, key=lambda e: e[0] + e[1] * size)  # first listed wins ties
+    lat, bw_s = est[0], est[1] * size
     per_tier: dict[str, float] = {}
-    for d, b in zip(topology.dims, per_dim):
-        per_tier[d.tier] = per_tier.get(d.tier, 0.0) + b
-    alg_name = detail.split("[", 1)[0]
-    return CollectiveResult(kind, alg_name, n, size, base + lat + bw_s, base + lat, bw_s, steps, messages,
-                            MappingProxyType(per_tier), detail)
+    for d, b in zip((d for d in topology.dims if d.size > 1), est[4], strict=True):
+        per_tier[d.tier] = per_tier.get(d.tier, 0.0) + b * size
+    alg_name = est[5].split("[", 1)[0]
+    return CollectiveResult(kind, alg_name, n, size, base + lat + bw_s, base + lat, bw_s, est[2], est[3],
+                            MappingProxyType(per_tier), est[5])
 
 
 _NO_BYTES: Mapping[str, float] = MappingProxyType({})
 
 
+@lru_cache(maxsize=1024)
 def _view(t: LogicalTopology, f: float, scale: float, overhead: float) -> _alg.View:
     """Drop size-1 dimensions and apply the efficiency: B × f, α × scale + per-step overhead."""
     dims = [d for d in t.dims if d.size > 1]
@@ -315,17 +322,42 @@ def _view(t: LogicalTopology, f: float, scale: float, overhead: float) -> _alg.V
                      tuple(d.wraparound for d in dims), tuple(d.in_network_reduction for d in dims))
 
 
-def _chooser(cands: tuple[str, ...] | None):
-    """The selection rule: minimum predicted time among valid candidates (first listed wins ties)."""
-    def choose(kind: str, size: float, view: _alg.View):
-        best = None
-        for name in (AUTO_CANDIDATES[kind] if cands is None else cands):
-            if _alg.valid(kind, name, view):
-                est = _alg.estimate(kind, name, size, view, choose)
-                if best is None or est[0] + est[1] < best[0] + best[1]:
-                    best = est
-        if best is None:
-            raise MissingRuleError(f"no collective algorithm can run {kind} on dimensions "
-                                   f"{list(zip(view.kinds, view.sizes))} (candidates {cands or AUTO_CANDIDATES[kind]})")
-        return best
-    return choose
+def _valid_names(view: _alg.View, kind: str, cands: tuple[str, ...] | None) -> tuple[str, ...]:
+    key = ("valid", kind, cands)
+    names = view.memo.get(key)
+    if names is None:
+        names = view.memo[key] = tuple(a for a in (AUTO_CANDIDATES[kind] if cands is None else cands)
+                                       if _alg.valid(kind, a, view))
+    return names
+
+
+def _envelope(view: _alg.View, kind: str, cands: tuple[str, ...] | None, only: str | None = None) -> tuple:
+    """Per-byte estimates (α part, β per byte, …) of every way to run ``kind`` on ``view``, with the
+    dominated ones dropped. Every formula is α + S·β, so the fastest algorithm for any S is the
+    minimum over this lower envelope; a hierarchical algorithm contributes one line per combination of
+    its phases' own candidates (the sum of per-phase minima is the minimum over combinations)."""
+    key = ("envelope", kind, cands, only)
+    hit = view.memo.get(key)
+    if hit is not None:
+        return hit
+    lines = []
+    for name in ((only,) if only is not None else _valid_names(view, kind, cands)):
+        if name != "hierarchical":
+            lines.append(_alg.estimate(kind, name, 1.0, view))
+            continue
+        plan = _alg.hierarchical_plan(kind, view)
+        options = [_envelope(view.sub(lo, hi), sub_kind, cands) for sub_kind, lo, hi, _, _ in plan]
+        for combo in itertools.product(*options):
+            lines.append(_alg.combine(list(zip(plan, combo, strict=True)), view.dims))
+    hit = view.memo[key] = _undominated(lines)
+    return hit
+
+
+def _undominated(lines: list) -> tuple:
+    """Drop a line when an earlier-or-equal one is no slower at every size (α and β both ≤)."""
+    keep = []
+    for i, e in enumerate(lines):
+        if not any(o[0] <= e[0] and o[1] <= e[1] and (o[0] < e[0] or o[1] < e[1] or j < i)
+                   for j, o in enumerate(lines) if j != i):
+            keep.append(e)
+    return tuple(keep)

@@ -148,6 +148,11 @@ class Op:
     runs_in_low_precision: bool = True
     """False for ops a mixed-precision regime keeps in fp32 (softmax in the loss, norms' statistics)."""
     attrs: tuple[tuple[str, object], ...] = ()
+    fixed_read_bytes: PhaseCounts = ZERO
+    """Bytes read per sample that do not follow the activation dtype (1-byte dropout masks, int64
+    indices, fp32 norm statistics / log-softmax), per phase; *not* included in ``act_read``."""
+    fixed_write_bytes: PhaseCounts = ZERO
+    """Bytes written per sample that do not follow the activation dtype, per phase; *not* in ``act_write``."""
 
     def attr(self, key: str, default: object = None) -> object:
         for k, v in self.attrs:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -13,7 +13,7 @@ from simtrain.units import Dimension, UnitError, parse_quantity
 
 __all__ = [
     "Spec", "Sourced", "Bytes", "BytesPerS", "FlopsPerS", "Seconds", "Watts", "Hertz",
-    "DollarsPerHour", "OpsPerS", "spec_error_from_validation", "positive", "nonneg",
+    "DollarsPerHour", "OpsPerS", "spec_error_from_validation", "positive", "nonneg", "iter_sourced",
 ]
 
 T = TypeVar("T")
@@ -24,6 +24,9 @@ class Spec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False, validate_default=True,
                               arbitrary_types_allowed=False, use_enum_values=False)
+
+    #: the library folder kind ("device", "link", ...) of specs that live in their own file; None inline
+    library_kind: ClassVar[str | None] = None
 
 
 def _quantity(dim: Dimension):
@@ -87,5 +90,35 @@ def spec_error_from_validation(err: ValidationError, file: str | None, prefix: s
             msg = msg[len("Value error, "):]
         if e.get("type") == "extra_forbidden":
             msg = "unknown key (not a field of this spec)"
+        elif e.get("type") in ("model_type", "model_attributes_type"):
+            got = type(e.get("input")).__name__
+            msg = (f"expected a mapping {{value: ..., source: ..., mark: ...}} (a number with its source), got {got}"
+                   if "Sourced" in msg else f"expected a mapping of fields, got {got}")
         issues.append(SpecIssue(file, field, msg))
     return SpecError(issues)
+
+
+def iter_sourced(spec: BaseModel, prefix: str = "", *, into_refs: bool = True):
+    """Every :class:`Sourced` number inside ``spec``, as ``(dotted field path, Sourced)``, in field order.
+
+    Walks nested specs, lists and dicts. ``into_refs=False`` stops at nested specs that live in their
+    own library file (``library_kind`` set: a node's device, a fabric's link), so each number is
+    reported once, by the file that states it.
+    """
+    if isinstance(spec, Sourced):
+        yield prefix, spec
+        return
+    for key in type(spec).model_fields:
+        yield from _iter_value(getattr(spec, key), f"{prefix}.{key}" if prefix else key, into_refs)
+
+
+def _iter_value(value, path: str, into_refs: bool):
+    if isinstance(value, BaseModel):
+        if into_refs or getattr(value, "library_kind", None) is None:
+            yield from iter_sourced(value, path, into_refs=into_refs)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _iter_value(v, f"{path}.{k}", into_refs)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _iter_value(v, f"{path}[{i}]", into_refs)

@@ -8,7 +8,7 @@ References between files are by library name ("device: a100-sxm4-80gb") and are 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
@@ -44,6 +44,8 @@ class ComputeCurve(Spec):
 class Efficiency(Spec):
     """Efficiency parameters of one device (defaults per kind; fitted by ``st.calibrate``)."""
 
+    library_kind: ClassVar[str | None] = "efficiency"
+
     compute: dict[OpClass, ComputeCurve]
     memory_bandwidth_fraction: Fraction = 0.85
     memory_half_bytes: Annotated[float, Field(ge=0)] = 0.0
@@ -70,7 +72,9 @@ class MatrixUnit(Spec):
     ``derived peak = units_count × fma_per_clock_per_unit × 2 × clock_hz`` (one FMA = 2 FLOPs).
     """
 
-    kind: Literal["tensor_core", "mxu", "dsp", "ai_engine", "systolic", "simd", "wafer_core", "mme", "neuron_core"]
+    kind: Literal["tensor_core", "matrix_core", "mxu", "dsp", "ai_engine", "systolic", "simd", "wafer_core", "mme",
+                  "neuron_core"]
+    """``matrix_core`` is AMD's name (per compute unit); ``dsp`` an FPGA DSP slice at the design clock."""
     units_count: Sourced[Annotated[int, Field(ge=1, le=10_000_000)]]
     fma_per_clock_per_unit: dict[DType, Annotated[float, Field(gt=0, le=1e6)]]
     clock_hz: Sourced[Hertz]
@@ -78,6 +82,8 @@ class MatrixUnit(Spec):
     """(m, n, k) granularity a matmul must align to for full efficiency (tensor-core tile / MXU)."""
     parallel_tiles: Annotated[int, Field(ge=1)] | None = None
     """How many output tiles run at once (SMs on a GPU): partial last waves lose throughput."""
+    source: Annotated[str, Field(min_length=2, max_length=300)] | None = None
+    """Where ``fma_per_clock_per_unit`` and ``tile`` come from (they are plain numbers, not Sourced)."""
 
     @model_validator(mode="after")
     def _check_tile(self) -> MatrixUnit:
@@ -118,6 +124,8 @@ class MemoryTier(Spec):
 class Device(Spec):
     """One accelerator (or CPU socket): dense peaks per dtype, memory tiers, matrix unit, power, price."""
 
+    library_kind: ClassVar[str | None] = "device"
+
     name: Name
     kind: DeviceKind
     vendor: str | None = None
@@ -135,6 +143,10 @@ class Device(Spec):
     price_per_hour: Sourced[DollarsPerHour] | None = None
     efficiency: Efficiency | None = None
     host_link: Name | None = None
+    memory_external: MemoryTier | None = None
+    """An off-device store the device streams from, not part of its own hierarchy (Cerebras MemoryX:
+    weights live there and are streamed in layer by layer; ``bandwidth_bytes_per_s`` is the streaming
+    rate into one device, i.e. the system I/O, not the store's internal rate). None for everything else."""
     notes: str | None = None
 
     @model_validator(mode="after")
@@ -151,6 +163,8 @@ class Device(Spec):
             raise ValueError("memory tiers must be ordered fastest/smallest first (capacity non-decreasing)")
         if self.idle_power_w and self.tdp_w and self.idle_power_w.value > self.tdp_w.value:
             raise ValueError("idle_power_w exceeds tdp_w")
+        if self.memory_external is not None and self.memory_external.name in names:
+            raise ValueError(f"memory_external.name {self.memory_external.name!r} repeats a memory tier name")
         return self
 
     # --- derived views -------------------------------------------------------------------------
@@ -194,6 +208,8 @@ class Link(Spec):
     """One link (port or lane group). Give exactly one of per-direction or bidirectional bandwidth:
     vendors quote NVLink and ICI as bidirectional totals; NCCL bus bandwidth is per direction."""
 
+    library_kind: ClassVar[str | None] = "link"
+
     name: Name
     kind: LinkKind
     description: str = ""
@@ -228,8 +244,13 @@ def _resolve(kind: str):
     """Before-validator: a library name (or path) is loaded; a mapping is validated inline."""
     def resolve(value: Any) -> Any:
         if isinstance(value, str):
+            from simtrain.errors import SpecError
             from simtrain.specs import library
-            return getattr(library, f"load_{kind}")(value)
+            try:
+                return getattr(library, f"load_{kind}")(value)
+            except SpecError as err:  # reword as a plain reason: this field's path is added by pydantic
+                raise ValueError("; ".join(f"{i.file}: {i.field or '<document>'}: {i.reason}" if i.file
+                                           else i.reason for i in err.issues)) from None
         return value
     return BeforeValidator(resolve)
 
@@ -288,6 +309,8 @@ class Fabric(Spec):
 class Node(Spec):
     """A server: ``devices_count`` devices of one kind, their fabric, and the host."""
 
+    library_kind: ClassVar[str | None] = "node"
+
     name: Name
     description: str = ""
     device: DeviceRef
@@ -338,6 +361,8 @@ class Network(Spec):
 
 class Cluster(Spec):
     """``nodes_count`` identical nodes on a network."""
+
+    library_kind: ClassVar[str | None] = "cluster"
 
     name: Name
     description: str = ""

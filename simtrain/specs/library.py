@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ _FOLDERS = {
     "model": WORKLOADS_DIR / "models",
     "job": WORKLOADS_DIR / "jobs",
 }
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 SPEC_KINDS = ("device", "link", "node", "cluster", "efficiency", "model", "job")
 
 
@@ -52,6 +54,8 @@ def read_yaml(path: Path) -> Any:
         raise SpecError.one(name, "", f"cannot read file: {err}") from None
     try:
         doc = yaml.safe_load(text)
+    except RecursionError:
+        raise SpecError.one(name, "", "YAML nested too deeply") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
@@ -79,8 +83,13 @@ def read_spec_document(path: Path, expected: str | None = None) -> tuple[str, di
 def library_path(kind: str, name_or_path: str | os.PathLike) -> Path:
     """Path of a library item by name, or the path itself when one is given."""
     text = os.fspath(name_or_path)
+    if "\x00" in text:
+        raise SpecError.one(None, kind, f"{text!r} is not a valid name or path (NUL byte)")
     if text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text:
         return Path(text)
+    if not _NAME.fullmatch(text):
+        raise SpecError.one(None, kind, f"{text!r} is not a library name (letters, digits, '.', '_', '-') "
+                            f"nor a .yaml path")
     folder = _FOLDERS[kind]
     for ext in (".yaml", ".yml"):
         candidate = folder / f"{text}{ext}"
@@ -131,6 +140,8 @@ def _load(kind: str, name_or_path: str | os.PathLike) -> Any:
         mtime = path.stat().st_mtime_ns
     except FileNotFoundError:
         raise SpecError.one(str(path), "", "file not found") from None
+    except (OSError, ValueError) as err:  # name too long, not a directory, ...
+        raise SpecError.one(str(path), "", f"cannot read file: {err}") from None
     return _load_cached(kind, str(path), mtime)
 
 

@@ -1,0 +1,110 @@
+"""One transformer layer as a :class:`~simtrain.graph.builders.common.Part` (pre-LN, post-LN or
+parallel-residual; dense or MoE FFN), shared by the text and vision builders.
+
+Op names inside a layer block ``layers.i``::
+
+    attn/norm  attn/qkv  [attn/rope]  attn/core  attn/proj  [attn/drop]  attn/add
+    mlp/norm   mlp/fc1   mlp/act      mlp/fc2    [mlp/drop]  mlp/add        (dense FFN)
+    mlp/norm   mlp/router  mlp/experts           [mlp/drop]  mlp/add        (MoE FFN)
+
+Tensor-parallel splits follow Megatron-LM (Shoeybi et al. 2019 §3): QKV and fc1 column-wise, the
+attention core by heads, the out-projection and fc2 row-wise; norms, dropout and adds are on the
+residual stream ("sequence": split only under sequence parallelism, Korthikanti et al. 2022 §4.2).
+The QKV projection is one fused matmul (out = (heads + 2·kv_heads)·head_dim) and the swiglu fc1
+one matmul producing gate and up, as in Megatron-LM: the same FLOPs and bytes as separate ones,
+and PyTorch keeps their shared input once.
+"""
+
+from __future__ import annotations
+
+from simtrain.graph.builders.common import IN, Part, PartBuilder
+from simtrain.graph.spec import TransformerArch
+
+__all__ = ["layer_part", "norm", "is_moe_layer"]
+
+
+def norm(pb: PartBuilder, t: TransformerArch, local: str, rows: int, inputs: tuple[str, ...] | None = None) -> str:
+    """The architecture's norm over ``rows`` × hidden (LayerNorm keeps its bias only with biases)."""
+    params = {"rows": rows, "width": t.hidden}
+    if t.norm == "layernorm":
+        params["bias"] = t.biases
+    return pb.add(t.norm, local, inputs=inputs, **params)
+
+
+def _attention(pb: PartBuilder, t: TransformerArch, s: int, src: str) -> str:
+    a, kv, d = t.heads, t.kv_heads_n, t.head_dim_n
+    qkv = pb.add("linear", "attn/qkv", inputs=(src,), rows=s, in_features=t.hidden,
+                 out_features=(a + 2 * kv) * d, bias=t.qkv_bias_b, tp_split="column")
+    core_in: tuple[str, ...] = (qkv,)
+    if t.position == "rotary":
+        rope = pb.add("rotary", "attn/rope", seq=s, heads=a, kv_heads=kv, head_dim=d,
+                      rotary_dim=int(d * t.rotary_fraction))
+        core_in = (rope, qkv)
+    pb.add("attention", "attn/core", inputs=core_in, heads=a, kv_heads=kv, head_dim=d, seq=s,
+           causal=t.causal, fused=t.flash_attention, dropout=t.attention_dropout_p)
+    # a fused kernel keeps its output O, which is also the out-projection's input (one storage)
+    pb.add("linear", "attn/proj", rows=s, in_features=a * d, out_features=t.hidden, bias=t.biases,
+           tp_split="row", input_saved_by="attn/core" if t.flash_attention else None)
+    if t.dropout:
+        pb.add("dropout", "attn/drop", shape=(s, t.hidden), p=t.dropout)
+    return pb.last
+
+
+def _dense_ffn(pb: PartBuilder, t: TransformerArch, s: int, src: str) -> str:
+    f = t.ffn_hidden_n
+    width = 2 * f if t.activation == "swiglu" else f
+    pb.add("linear", "mlp/fc1", inputs=(src,), rows=s, in_features=t.hidden, out_features=width,
+           bias=t.biases, tp_split="column")
+    pb.add(t.activation, "mlp/act", shape=(s, f))
+    # relu keeps its output, which is fc2's input: one storage, counted by the relu
+    pb.add("linear", "mlp/fc2", rows=s, in_features=f, out_features=t.hidden, bias=t.biases, tp_split="row",
+           input_saved_by="mlp/act" if t.activation == "relu" else None)
+    return pb.last
+
+
+def _moe_ffn(pb: PartBuilder, t: TransformerArch, s: int, src: str) -> str:
+    m = t.moe
+    router = pb.add("moe_router", "mlp/router", inputs=(src,), rows=s, hidden=t.hidden, experts=m.experts,
+                    top_k=m.top_k, capacity_factor=m.capacity_factor)
+    pb.add("moe_experts", "mlp/experts", inputs=(src, router), rows=s, hidden=t.hidden,
+           ffn_hidden=t.ffn_hidden_n, experts=m.experts, top_k=m.top_k, capacity_factor=m.capacity_factor,
+           activation=t.activation, bias=t.biases)
+    return pb.last
+
+
+def _ffn(pb: PartBuilder, t: TransformerArch, s: int, src: str, moe: bool) -> str:
+    (_moe_ffn if moe else _dense_ffn)(pb, t, s, src)
+    if t.dropout:
+        pb.add("dropout", "mlp/drop", shape=(s, t.hidden), p=t.dropout)
+    return pb.last
+
+
+def _add(pb: PartBuilder, local: str, s: int, h: int, a: str, b: str) -> str:
+    return pb.add("add", local, inputs=(a, b), shape=(s, h))
+
+
+def layer_part(t: TransformerArch, s: int, *, moe: bool = False, block: str = "layers.0") -> Part:
+    """One layer on ``s`` tokens per sample."""
+    pb, h = PartBuilder(block), t.hidden
+    if t.norm_position == "post":                       # BERT: x = LN(x + f(x))
+        attn = _attention(pb, t, s, IN)
+        res = _add(pb, "attn/add", s, h, attn, IN)
+        ln1 = norm(pb, t, "attn/norm", s, inputs=(res,))
+        mlp = _ffn(pb, t, s, ln1, moe)
+        res2 = _add(pb, "mlp/add", s, h, mlp, ln1)
+        norm(pb, t, "mlp/norm", s, inputs=(res2,))
+    elif t.parallel_residual:                           # GPT-NeoX: x + attn(ln1 x) + mlp(ln2 x)
+        attn = _attention(pb, t, s, norm(pb, t, "attn/norm", s, inputs=(IN,)))
+        mlp = _ffn(pb, t, s, norm(pb, t, "mlp/norm", s, inputs=(IN,)), moe)
+        both = _add(pb, "attn/add", s, h, attn, mlp)
+        _add(pb, "mlp/add", s, h, both, IN)
+    else:                                               # pre-LN: x + f(LN x)
+        attn = _attention(pb, t, s, norm(pb, t, "attn/norm", s, inputs=(IN,)))
+        res = _add(pb, "attn/add", s, h, attn, IN)
+        mlp = _ffn(pb, t, s, norm(pb, t, "mlp/norm", s, inputs=(res,)), moe)
+        _add(pb, "mlp/add", s, h, mlp, res)
+    return pb.build()
+
+
+def is_moe_layer(t: TransformerArch, i: int) -> bool:
+    return t.moe is not None and (i + 1) % t.moe.every == 0

@@ -1,0 +1,188 @@
+"""``Model.from_hf_config``: a Hugging Face ``config.json`` (path or dict) → a Model, with no weights
+and no torch.
+
+Supported ``model_type`` s: gpt2, gpt_neox, llama, mistral, qwen2, mixtral, qwen2_moe (MoE fields
+only: no shared expert), bert. Field names follow the ``transformers`` configuration classes
+(shared/reference/ecosystem.md §4) with the usual aliases (GPT-2's ``n_embd`` / ``n_layer`` /
+``n_head`` / ``n_positions`` / ``n_inner``, ``d_model``, ``num_experts`` for
+``num_local_experts``, …). A multimodal config whose own ``model_type`` is not a text model but
+which nests one under ``text_config`` is read from there. An unknown type is a
+:class:`~simtrain.errors.SpecError` naming the field; so is a missing required field.
+
+Not modelled: Mistral's ``sliding_window`` (attention is counted over the whole sequence — an
+over-estimate when seq_len exceeds the window), rope scaling, and dropout fields other than the
+hidden / attention probabilities.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from simtrain.errors import SpecError
+from simtrain.graph.builders import build_model
+from simtrain.graph.model import Model
+from simtrain.graph.spec import ModelSpec
+from simtrain.specs.base import spec_error_from_validation
+
+__all__ = ["from_hf_config", "hf_config_to_spec", "SUPPORTED_MODEL_TYPES"]
+
+_MISSING = object()
+_ALIASES = {
+    "hidden": ("hidden_size", "n_embd", "d_model"),
+    "layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "heads": ("num_attention_heads", "n_head", "n_heads", "num_heads"),
+    "kv_heads": ("num_key_value_heads", "num_kv_heads", "n_kv_heads"),
+    "ffn": ("intermediate_size", "n_inner", "ffn_dim", "d_ff"),
+    "positions": ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len"),
+    "vocab": ("vocab_size", "padded_vocab_size"),
+    "experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "top_k": ("num_experts_per_tok", "moe_top_k"),
+    "act": ("hidden_act", "activation_function"),
+}
+_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
+                "relu": "relu"}
+
+
+class _Cfg:
+    """A config dict with alias lookup and errors that name the file and the field."""
+
+    def __init__(self, data: dict, file: str | None) -> None:
+        self.data, self.file = data, file
+
+    def get(self, concept: str, default: Any = _MISSING) -> Any:
+        for key in _ALIASES[concept]:
+            if self.data.get(key) is not None:
+                return self.data[key]
+        if default is _MISSING:
+            raise SpecError.one(self.file, _ALIASES[concept][0], f"required ({concept}); also read as "
+                                f"{', '.join(_ALIASES[concept][1:]) or 'no alias'}")
+        return default
+
+    def raw(self, key: str, default: Any = None) -> Any:
+        value = self.data.get(key)
+        return default if value is None else value
+
+    def activation(self, gated: bool) -> str:
+        act = str(self.get("act", "silu" if gated else "gelu"))
+        if gated:
+            if act not in ("silu", "swish"):
+                raise SpecError.one(self.file, "hidden_act", f"gated MLP with {act!r} is not supported (silu only)")
+            return "swiglu"
+        if act not in _ACTIVATIONS:
+            raise SpecError.one(self.file, "hidden_act", f"unknown activation {act!r}; known: {sorted(_ACTIVATIONS)}")
+        return _ACTIVATIONS[act]
+
+
+def _common(c: _Cfg) -> dict:
+    return {"layers": c.get("layers"), "hidden": c.get("hidden"), "heads": c.get("heads"), "vocab": c.get("vocab")}
+
+
+def _gpt2(c: _Cfg) -> dict:
+    return {**_common(c), "ffn_hidden": c.get("ffn", None), "max_positions": c.get("positions"),
+            "activation": c.activation(False), "norm": "layernorm", "position": "learned",
+            "tied_embeddings": bool(c.raw("tie_word_embeddings", True)), "biases": True,
+            "dropout": float(c.raw("resid_pdrop", 0.0)), "attention_dropout": float(c.raw("attn_pdrop", 0.0))}
+
+
+def _neox(c: _Cfg) -> dict:
+    return {**_common(c), "ffn_hidden": c.get("ffn"), "activation": c.activation(False), "norm": "layernorm",
+            "position": "rotary", "rotary_fraction": float(c.raw("rotary_pct", 0.25)),
+            "parallel_residual": bool(c.raw("use_parallel_residual", True)),
+            "tied_embeddings": bool(c.raw("tie_word_embeddings", False)), "biases": True,
+            "dropout": float(c.raw("hidden_dropout", 0.0)), "attention_dropout": float(c.raw("attention_dropout", 0.0))}
+
+
+def _llama_like(c: _Cfg, qkv_bias: bool | None = None) -> dict:
+    out = {**_common(c), "kv_heads": c.get("kv_heads", None), "head_dim": c.raw("head_dim"),
+           "ffn_hidden": c.get("ffn"), "activation": c.activation(True), "norm": "rmsnorm", "position": "rotary",
+           "tied_embeddings": bool(c.raw("tie_word_embeddings", False)), "biases": bool(c.raw("mlp_bias", False)),
+           "qkv_bias": bool(c.raw("attention_bias", False)) if qkv_bias is None else qkv_bias,
+           "attention_dropout": float(c.raw("attention_dropout", 0.0)), "flash_attention": True}
+    experts = c.get("experts", None)
+    if experts:
+        ffn = c.raw("moe_intermediate_size") or out["ffn_hidden"]
+        out.update(ffn_hidden=ffn, moe={"experts": experts, "top_k": c.get("top_k", 2),
+                                        "every": int(c.raw("decoder_sparse_step", 1))})
+    return out
+
+
+def _bert(c: _Cfg) -> dict:
+    return {**_common(c), "ffn_hidden": c.get("ffn"), "max_positions": c.get("positions"),
+            "activation": c.activation(False), "norm": "layernorm", "norm_position": "post", "position": "learned",
+            "tied_embeddings": bool(c.raw("tie_word_embeddings", True)), "biases": True,
+            "token_types": int(c.raw("type_vocab_size", 2)), "causal": False, "head": "mlm",
+            "dropout": float(c.raw("hidden_dropout_prob", 0.0)),
+            "attention_dropout": float(c.raw("attention_probs_dropout_prob", 0.0))}
+
+
+_MAPPERS: dict[str, Callable[[_Cfg], dict]] = {
+    "gpt2": _gpt2, "gpt_neox": _neox, "llama": _llama_like, "mistral": _llama_like,
+    "qwen2": lambda c: _llama_like(c, qkv_bias=True), "mixtral": _llama_like,
+    "qwen2_moe": lambda c: _llama_like(c, qkv_bias=True), "bert": _bert,
+}
+SUPPORTED_MODEL_TYPES = tuple(sorted(_MAPPERS))
+_ARCHITECTURES = {"GPT2LMHeadModel": "gpt2", "GPTNeoXForCausalLM": "gpt_neox", "LlamaForCausalLM": "llama",
+                  "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2", "MixtralForCausalLM": "mixtral",
+                  "BertForMaskedLM": "bert", "BertForPreTraining": "bert", "BertModel": "bert"}
+
+
+def _read(path_or_dict: str | os.PathLike | dict) -> tuple[dict, str | None]:
+    if isinstance(path_or_dict, dict):
+        return path_or_dict, None
+    path = Path(path_or_dict)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError.one(str(path), "", "file not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise SpecError.one(str(path), "", f"cannot read JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise SpecError.one(str(path), "", "expected a JSON object")
+    return data, str(path)
+
+
+def _model_type(data: dict, file: str | None) -> tuple[str, dict]:
+    """The text model's type and its fields (unnesting ``text_config`` where needed)."""
+    mt = data.get("model_type")
+    if mt not in _MAPPERS:
+        for arch in data.get("architectures") or ():
+            if arch in _ARCHITECTURES:
+                return _ARCHITECTURES[arch], data
+        nested = data.get("text_config")
+        if isinstance(nested, dict) and nested.get("model_type") in _MAPPERS:
+            return nested["model_type"], nested
+        raise SpecError.one(file, "model_type", f"unknown model_type {mt!r}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+    return mt, data
+
+
+def hf_config_to_spec(path_or_dict: str | os.PathLike | dict, *, seq_len: int | None = None,
+                      name: str | None = None) -> ModelSpec:
+    """The :class:`ModelSpec` a config describes; ``seq_len`` defaults to its maximum positions."""
+    data, file = _read(path_or_dict)
+    mt, fields = _model_type(data, file)
+    cfg = _Cfg(fields, file)
+    arch = {k: v for k, v in _MAPPERS[mt](cfg).items() if v is not None}
+    seq = seq_len or cfg.get("positions", None)
+    if seq is None:
+        raise SpecError.one(file, "max_position_embeddings", "required when seq_len is not given")
+    label = name or data.get("_name_or_path") or (Path(file).parent.name if file else mt)
+    body = {"name": str(label)[:120] or mt, "family": "transformer", "source": f"Hugging Face config ({mt})",
+            "seq_len": seq, "transformer": arch}
+    try:
+        return ModelSpec.model_validate(body)
+    except ValidationError as err:
+        raise spec_error_from_validation(err, file) from None
+
+
+def from_hf_config(path_or_dict: str | os.PathLike | dict, *, seq_len: int | None = None,
+                   name: str | None = None) -> Model:
+    """A Model from a Hugging Face config (file, folder holding ``config.json``, or dict)."""
+    return build_model(hf_config_to_spec(path_or_dict, seq_len=seq_len, name=name))

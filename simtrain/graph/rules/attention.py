@@ -1,0 +1,141 @@
+"""Scaled-dot-product attention (``attention``) and rotary position embedding (``rotary``).
+
+FLOP convention (the one PaLM App. B, Megatron-LM and FlopCounterMode's SDPA formula use): the op's
+``flops`` count the **full** seq_q × seq_kv score matrix, causal or not. Per sample, with a query
+heads of head dim d:
+
+* forward  QKᵀ 2·a·s_q·s_kv·d  +  A·V 2·a·s_q·s_kv·d  =  4·a·s_q·s_kv·d
+* agrad    dV = Pᵀ dO, dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q: four products of the same size = 8·a·s_q·s_kv·d
+* wgrad    0 (no weights)
+
+The scale, mask, softmax and dropout inside the op are memory-bound and are not counted as FLOPs
+(FlopCounterMode does not count them either); their bytes are. A causal *fused* kernel executes
+about (s + 1)/(2s) of those FLOPs (it skips blocks above the diagonal) and its backward re-computes
+QKᵀ; a *materialised* one computes the whole square and masks it. :func:`attention_flops` returns
+either convention; ``AttentionInfo.causal`` and ``.fused`` let the cost layer decide what executes.
+
+Saved for backward (PyTorch):
+* materialised (``fused=False``): Q, K, V (the QKV projection output), the softmax output, and with
+  dropout the 1-byte mask and the dropout output — exactly Korthikanti et al. 2022 §4.1 / Table 2
+  (4sbh for Q, K; 2as²b softmax; as²b mask; 2as²b dropout output; 2sbh V at 16 bits). Without
+  dropout the A·V product keeps the softmax output itself, so it is counted once.
+* fused (``fused=True``, flash / memory-efficient SDPA): Q, K, V, the output O and the fp32
+  log-sum-exp per query row and head (``fixed_bytes``); dropout masks are regenerated from the RNG
+  state, so none is stored.
+GQA: K and V have ``kv_heads`` heads; the FLOPs do not depend on it (each query head does its own
+products), the bytes do.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from simtrain.glossary import OpClass
+from simtrain.graph.op import AttentionInfo, Gemm, Op, PhaseCounts, Saved
+from simtrain.graph.rules._util import attrs_of, pc, pos_int, prob
+from simtrain.graph.rules.registry import rule
+
+__all__ = ["attention", "rotary", "attention_flops", "causal_fraction"]
+
+LSE_BYTES = 4  # fp32 log-sum-exp per (query row, head)
+
+
+def _materialised_traffic(q, kv, o, scores, dropout: bool):
+    """Elements read / written per phase by the unfused sequence QKᵀ → softmax → dropout → A·V."""
+    drops = 1 if dropout else 0
+    fw_read = q + 2 * kv + scores * (2 + drops)              # QKᵀ reads Q,K; softmax, dropout, AV read P
+    fw_write = scores * (2 + drops) + o                      # scores, softmax out, dropout out, O
+    ag_read = o * 2 + kv * 2 + q + scores * (5 + drops)     # dO ×2, V, K, Q; P, (dropout bw), Y + dP, dS ×2
+    ag_write = kv * 2 + q + scores * (2 + drops)            # dV, dK, dQ, dP (+ dropout bw), dS
+    return pc(fw_read, ag_read), pc(fw_write, ag_write)
+
+
+def _fused_traffic(q, kv, o):
+    """Elements read / written per phase by a fused kernel: inputs, output and their gradients."""
+    return pc(q + 2 * kv, q + 2 * kv + 2 * o), pc(o, q + 2 * kv)
+
+
+@rule("attention")
+def attention(*, heads: int, head_dim: int, seq: int, kv_heads: int | None = None, seq_kv: int | None = None,
+              causal: bool = True, fused: bool = False, dropout: float = 0.0) -> dict:
+    """Scaled-dot-product attention on one sample (see module docstring for the counts)."""
+    a, d, s = pos_int("heads", heads), pos_int("head_dim", head_dim), pos_int("seq", seq)
+    kv_h = a if kv_heads is None else pos_int("kv_heads", kv_heads)
+    if a % kv_h:
+        raise ValueError(f"heads={a} must be a multiple of kv_heads={kv_h}")
+    t = s if seq_kv is None else pos_int("seq_kv", seq_kv)
+    p = prob("dropout", dropout)
+    q_el, kv_el, o_el, scores = s * a * d, t * kv_h * d, s * a * d, a * s * t
+    fw = 4 * a * s * t * d
+    if fused:
+        lse = LSE_BYTES * s * a
+        saved = Saved(act=q_el + 2 * kv_el + o_el, fixed_bytes=lse)
+        read, write = _fused_traffic(q_el, kv_el, o_el)
+        fixed_w, fixed_r = pc(lse, 0), pc(0, lse)
+        scores_act, scores_mask = 0, 0
+    else:
+        scores_act, scores_mask = (2 * scores, scores) if p else (scores, 0)
+        saved = Saved(act=q_el + 2 * kv_el + scores_act, mask=scores_mask)
+        read, write = _materialised_traffic(q_el, kv_el, o_el, scores, bool(p))
+        fixed_w, fixed_r = pc(scores_mask, 0), pc(0, scores_mask)
+    return dict(
+        op_class=OpClass.ATTENTION, flops=pc(fw, 2 * fw, 0), act_read=read, act_write=write,
+        fixed_write_bytes=fixed_w, fixed_read_bytes=fixed_r, saved=saved,
+        shapes=((s, a * d), (t, kv_h * d), (t, kv_h * d)), out_shape=(s, a * d),
+        gemm=Gemm(m=s, n=t, k=d, batch=a), tp_split="heads",
+        attention=AttentionInfo(heads=a, kv_heads=kv_h, head_dim=d, seq_q=s, seq_kv=t, causal=bool(causal),
+                                fused=bool(fused)),
+        attrs=attrs_of(dropout=p, saved_scores_act=scores_act, saved_scores_mask=scores_mask),
+    )
+
+
+def causal_fraction(seq_q: int, seq_kv: int) -> float:
+    """Share of the seq_q × seq_kv score matrix a causal mask keeps.
+
+    Queries are aligned to the end of the keys: query i (0-based) sees off + i + 1 keys, with
+    off = seq_kv − seq_q. For off ≥ 0 the kept count is seq_q·(off + 1) + seq_q·(seq_q − 1)/2; for
+    off < 0 the first −off queries see nothing and the rest form a triangle of seq_kv·(seq_kv + 1)/2.
+    For seq_q == seq_kv == s the share is (s + 1) / (2s).
+    """
+    offset = seq_kv - seq_q
+    if offset >= 0:
+        kept = seq_q * (offset + 1) + seq_q * (seq_q - 1) / 2
+    else:
+        kept = seq_kv * (seq_kv + 1) / 2
+    return kept / (seq_q * seq_kv)
+
+
+def attention_flops(op: Op, convention: Literal["full", "causal"] = "full") -> PhaseCounts:
+    """FLOPs of an attention op by phase in either convention.
+
+    ``"full"`` (default; PaLM App. B 12·L·H·Q·T, Megatron-LM, FlopCounterMode): the whole square, as
+    stored in ``op.flops``. ``"causal"``: only the kept triangle, ×(s + 1)/(2s) for a causal op —
+    what a fused causal kernel actually executes (not counting its backward's recompute of QKᵀ).
+    A non-causal op is the same in both conventions; a non-attention op is returned unchanged.
+    """
+    if convention not in ("full", "causal"):
+        raise ValueError(f"convention must be 'full' or 'causal', got {convention!r}")
+    info = op.attention
+    if convention == "full" or info is None or not info.causal:
+        return op.flops
+    return op.flops * causal_fraction(info.seq_q, info.seq_kv)
+
+
+@rule("rotary")
+def rotary(*, seq: int, heads: int, head_dim: int, kv_heads: int | None = None,
+           rotary_dim: int | None = None) -> dict:
+    """Rotary position embedding (Su et al. 2021) applied to Q and K: x·cos + rotate(x)·sin, i.e.
+    3 FLOPs per rotated element forward and 3 backward (the transpose rotation). The cos/sin tables
+    are per sequence position, shared by every sample of the batch, so nothing is saved per sample
+    (PyTorch's ``mul`` keeps only the table operand when the table needs no gradient)."""
+    s, a, d = pos_int("seq", seq), pos_int("heads", heads), pos_int("head_dim", head_dim)
+    kv_h = a if kv_heads is None else pos_int("kv_heads", kv_heads)
+    r = d if rotary_dim is None else pos_int("rotary_dim", rotary_dim)
+    if r > d or r % 2:
+        raise ValueError(f"rotary_dim={r} must be even and at most head_dim={d}")
+    n = s * (a + kv_h) * r
+    return dict(
+        op_class=OpClass.ELEMENTWISE, flops=pc(3 * n, 3 * n), act_read=pc(n, n), act_write=pc(n, n),
+        saved=Saved(), shapes=((s, (a + kv_h) * d),), out_shape=(s, (a + kv_h) * d), tp_split="heads",
+        attrs=attrs_of(rotary_dim=r, table_elements_per_batch=2 * s * r),
+    )

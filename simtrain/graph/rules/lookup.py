@@ -1,0 +1,54 @@
+"""Table lookups and the loss: ``embedding`` and ``cross_entropy``.
+
+``embedding`` (a gather of ``rows`` rows of a num × dim table per sample): no FLOPs forward; no
+activation gradient (the indices are integers); the weight gradient scatter-adds ``rows·dim``
+values (one add each) into a dense num × dim gradient, which is written whole per micro-batch.
+PyTorch keeps the int64 indices (8 B per row, ``fixed_bytes``).
+
+``cross_entropy`` over ``classes`` logits for ``rows`` rows per sample (``log_softmax`` +
+``nll_loss``): forward 5 FLOPs per logit (max, −max, exp, Σ, −log Σ) plus one per row (the gather);
+agrad 3 per logit (exp(log p) − one-hot, ×scale). Mixed precision (autocast) runs it in fp32, so
+the log-softmax output it keeps is fp32 (4 B per logit) whatever the activation dtype, and
+``nll_loss`` keeps the int64 targets: both are ``fixed_bytes``. The forward also writes the fp32
+per-row losses (4 B per row) before the mean.
+"""
+
+from __future__ import annotations
+
+from simtrain.glossary import OpClass
+from simtrain.graph.op import Saved
+from simtrain.graph.rules._util import attrs_of, pc, pos_int
+from simtrain.graph.rules.registry import rule
+
+__all__ = ["embedding", "cross_entropy"]
+
+INDEX_BYTES = 8
+FP32_BYTES = 4
+
+
+@rule("embedding")
+def embedding(*, num: int, dim: int, rows: int = 1) -> dict:
+    """Look up ``rows`` rows per sample in a ``num`` × ``dim`` table."""
+    v, h, r = pos_int("num", num), pos_int("dim", dim), pos_int("rows", rows)
+    out = r * h
+    idx = INDEX_BYTES * r
+    return dict(
+        op_class=OpClass.EMBEDDING, flops=pc(0, 0, out), act_read=pc(out, 0, out), act_write=pc(out),
+        fixed_read_bytes=pc(idx, 0, idx), weight_read=pc(0, 0, v * h), weight_write=pc(0, 0, v * h),
+        param_count=v * h, saved=Saved(fixed_bytes=idx), shapes=((r,),), out_shape=(r, h), tp_split="vocab",
+        attrs=attrs_of(num=v),
+    )
+
+
+@rule("cross_entropy")
+def cross_entropy(*, rows: int, classes: int) -> dict:
+    """Softmax cross-entropy of ``rows`` × ``classes`` logits per sample against integer targets."""
+    r, c = pos_int("rows", rows), pos_int("classes", classes)
+    n = r * c
+    logp, targets = FP32_BYTES * n, INDEX_BYTES * r
+    return dict(
+        op_class=OpClass.REDUCTION, flops=pc(5 * n + r, 3 * n), act_read=pc(n), act_write=pc(0, n),
+        fixed_write_bytes=pc(logp + FP32_BYTES * r), fixed_read_bytes=pc(targets, logp + targets),
+        saved=Saved(fixed_bytes=logp + targets), shapes=((r, c),), out_shape=(1,), tp_split="vocab",
+        runs_in_low_precision=False, attrs=attrs_of(log_softmax_bytes=logp),
+    )

@@ -1,0 +1,243 @@
+"""``ModelSpec``: the schema of ``workloads/models/*.yaml`` (``spec: model``).
+
+A model file names a *family* and gives that family's section::
+
+    spec: model
+    name: llama3-8b
+    family: transformer          # transformer | vit | cnn | mlp
+    source: "Meta Llama 3 model card; config.json"
+    published_params: 8.03e9     # the size its authors quote (checked by the golden tests)
+    seq_len: 8192                # sequence models only
+    transformer: {layers: 32, hidden: 4096, heads: 32, kv_heads: 8, ffn_hidden: 14336, ...}
+
+``vit`` models give a ``vit`` section (patches, classes) and a ``transformer`` section (the encoder);
+``cnn`` and ``mlp`` models give theirs. Defaults are the GPT-2 style pre-LN decoder; every default is
+named in its field's docstring. Validators check, they never rewrite input: derived values
+(``kv_heads`` None = ``heads``) are properties.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from simtrain.errors import SpecError
+from simtrain.specs.base import Spec, spec_error_from_validation
+
+__all__ = ["ModelSpec", "TransformerArch", "MoESpec", "VitArch", "CnnArch", "MlpArch"]
+
+PosInt = Annotated[int, Field(ge=1, le=10**9)]
+Prob = Annotated[float, Field(ge=0.0, lt=1.0)]
+
+
+class MoESpec(Spec):
+    """Mixture-of-experts FFN (Switch / GShard / Mixtral)."""
+
+    experts: Annotated[int, Field(ge=2, le=100_000)]
+    top_k: Annotated[int, Field(ge=1, le=1024)]
+    capacity_factor: Annotated[float, Field(gt=0, le=100)] = 1.0
+    every: Annotated[int, Field(ge=1, le=1000)] = 1
+    """Layer i has an MoE FFN when (i + 1) % every == 0 (every=2: layers 1, 3, 5, … as in GShard)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> MoESpec:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+        return self
+
+
+class TransformerArch(Spec):
+    """A stack of identical transformer layers (decoder, encoder or ViT encoder)."""
+
+    layers: PosInt
+    hidden: PosInt
+    heads: PosInt
+    kv_heads: PosInt | None = None
+    """Key/value heads (GQA, Ainslie et al. 2023); None = heads (multi-head attention)."""
+    head_dim: PosInt | None = None
+    """None = hidden / heads."""
+    ffn_hidden: PosInt | None = None
+    """FFN inner width; None = 4·hidden. For swiglu this is the width of each of gate / up."""
+    vocab: PosInt | None = None
+    """Vocabulary (already padded, e.g. Megatron's 51200); required for text models."""
+    max_positions: PosInt | None = None
+    """Rows of a learned position table; None = seq_len."""
+    activation: Literal["gelu", "gelu_tanh", "swiglu", "relu"] = "gelu"
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    norm_position: Literal["pre", "post"] = "pre"
+    """pre-LN (GPT-2 onwards) or post-LN (BERT)."""
+    position: Literal["learned", "rotary", "none"] = "learned"
+    rotary_fraction: Annotated[float, Field(gt=0, le=1)] = 1.0
+    """Share of each head's dims that rotary rotates (GPT-NeoX rotary_pct)."""
+    tied_embeddings: bool = True
+    """LM head shares the token embedding (counted once)."""
+    biases: bool = True
+    """Biases on the linear layers and norms (GPT-2, BERT); False for Llama-style models."""
+    qkv_bias: bool | None = None
+    """Bias on the QKV projection only; None = biases (Qwen2: biases False, qkv_bias True)."""
+    token_types: Annotated[int, Field(ge=0, le=1024)] = 0
+    """Segment-embedding rows (BERT: 2)."""
+    parallel_residual: bool = False
+    """x + attn(ln1(x)) + mlp(ln2(x)) (GPT-J / GPT-NeoX)."""
+    causal: bool = True
+    dropout: Prob = 0.0
+    """Hidden / embedding dropout probability."""
+    attention_dropout: Prob | None = None
+    """Dropout on the attention probabilities; None = dropout."""
+    flash_attention: bool = False
+    """Fused attention (never materialises the seq × seq scores)."""
+    moe: MoESpec | None = None
+    head: Literal["lm", "mlm", "classifier", "none"] = "lm"
+    """lm: final norm + LM head + loss; mlm: BERT's transform + tied decoder + loss; classifier:
+    final norm + linear on the first token (ViT); none: no head."""
+
+    @property
+    def kv_heads_n(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def head_dim_n(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def ffn_hidden_n(self) -> int:
+        return self.ffn_hidden or 4 * self.hidden
+
+    @property
+    def qkv_bias_b(self) -> bool:
+        return self.biases if self.qkv_bias is None else self.qkv_bias
+
+    @property
+    def attention_dropout_p(self) -> float:
+        return self.dropout if self.attention_dropout is None else self.attention_dropout
+
+    @model_validator(mode="after")
+    def _check(self) -> TransformerArch:
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) is not a multiple of heads ({self.heads}); give head_dim")
+        if self.heads % self.kv_heads_n:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads_n})")
+        rot = self.head_dim_n * self.rotary_fraction
+        if self.position == "rotary" and (rot != int(rot) or int(rot) % 2):
+            raise ValueError(f"rotary_fraction × head_dim = {rot} must be an even integer")
+        if self.head in ("lm", "mlm") and self.vocab is None:
+            raise ValueError(f"head {self.head!r} needs vocab")
+        return self
+
+
+class VitArch(Spec):
+    """Vision Transformer input and head (Dosovitskiy et al. 2021)."""
+
+    patch_size: PosInt
+    image_size: PosInt
+    channels: PosInt = 3
+    classes: PosInt = 1000
+    class_token: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> VitArch:
+        if self.image_size % self.patch_size:
+            raise ValueError(f"image_size ({self.image_size}) must be a multiple of patch_size ({self.patch_size})")
+        return self
+
+    @property
+    def tokens(self) -> int:
+        return (self.image_size // self.patch_size) ** 2 + (1 if self.class_token else 0)
+
+
+class CnnArch(Spec):
+    """A convolutional classifier: ResNet (He et al. 2016), VGG (Simonyan & Zisserman 2015),
+    MobileNet v1 (Howard et al. 2017)."""
+
+    arch: Literal["resnet", "vgg", "mobilenet"]
+    depth: PosInt | None = None
+    """resnet: 18, 34 (basic blocks), 50, 101, 152 (bottleneck); vgg: 11, 13, 16, 19; mobilenet: None."""
+    batch_norm: bool = True
+    """vgg only (resnet and mobilenet always have it)."""
+    width_multiplier: Annotated[float, Field(gt=0, le=4)] = 1.0
+    """mobilenet α."""
+    dropout: Prob = 0.5
+    """vgg classifier dropout."""
+    image_size: PosInt = 224
+    channels: PosInt = 3
+    classes: PosInt = 1000
+
+    @model_validator(mode="after")
+    def _check(self) -> CnnArch:
+        allowed = {"resnet": {18, 34, 50, 101, 152}, "vgg": {11, 13, 16, 19}, "mobilenet": {None}}[self.arch]
+        if self.depth not in allowed:
+            raise ValueError(f"depth {self.depth!r} is not a {self.arch} depth; one of {sorted(allowed, key=str)}")
+        return self
+
+
+class MlpArch(Spec):
+    """A multi-layer perceptron: widths[0] inputs → … → widths[-1] classes, cross-entropy loss."""
+
+    widths: Annotated[tuple[PosInt, ...], Field(min_length=2, max_length=1000)]
+    activation: Literal["relu", "gelu", "tanh", "sigmoid"] = "relu"
+    bias: bool = True
+    dropout: Prob = 0.0
+
+
+_SECTIONS = {"transformer": ("transformer",), "vit": ("vit", "transformer"), "cnn": ("cnn",), "mlp": ("mlp",)}
+
+
+class ModelSpec(Spec):
+    """One model of the library (what is trained)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=120)]
+    family: Literal["transformer", "vit", "cnn", "mlp"]
+    description: str = ""
+    source: str | None = None
+    """Where the architecture comes from (paper, table; model card)."""
+    published_params: Annotated[float, Field(gt=0)] | None = None
+    """The parameter count its authors publish (a reference, never used in a computation)."""
+    seq_len: PosInt | None = None
+    """Tokens per sample: required for text transformers; absent for vit (derived), cnn and mlp."""
+    transformer: TransformerArch | None = None
+    vit: VitArch | None = None
+    cnn: CnnArch | None = None
+    mlp: MlpArch | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        wanted = _SECTIONS[self.family]
+        for section in ("transformer", "vit", "cnn", "mlp"):
+            given = getattr(self, section) is not None
+            if section in wanted and not given:
+                raise ValueError(f"family {self.family!r} needs a {section!r} section")
+            if section not in wanted and given:
+                raise ValueError(f"section {section!r} does not belong to family {self.family!r}")
+        if self.family == "transformer" and self.seq_len is None:
+            raise ValueError("a transformer model needs seq_len")
+        t = self.transformer
+        if (self.family == "transformer" and t.position == "learned" and t.max_positions is not None
+                and t.max_positions < self.seq_len):
+            raise ValueError(f"seq_len ({self.seq_len}) exceeds the learned position table "
+                             f"(transformer.max_positions = {t.max_positions})")
+        if self.family != "transformer" and self.seq_len is not None:
+            raise ValueError(f"seq_len is not a field of a {self.family} model")
+        return self
+
+    @property
+    def is_sequence_model(self) -> bool:
+        return self.family == "transformer"
+
+    @property
+    def tokens_per_sample(self) -> int | None:
+        if self.family == "transformer":
+            return self.seq_len
+        if self.family == "vit":
+            return self.vit.tokens
+        return None
+
+    def with_seq_len(self, seq_len: int) -> ModelSpec:
+        """The same architecture at another sequence length (validated again; a SpecError if it
+        does not fit, e.g. beyond a learned position table)."""
+        if not self.is_sequence_model:
+            raise SpecError.one(None, "seq_len", f"{self.family} model {self.name!r} has no sequence length")
+        try:
+            return ModelSpec.model_validate({**self.model_dump(exclude_none=True), "seq_len": seq_len})
+        except ValidationError as err:
+            raise spec_error_from_validation(err, None, prefix=self.name) from None
