@@ -38,12 +38,16 @@ def _activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]
 
 def stage_memories(model, cluster, cfg, program) -> list[MemoryReport]:
     """Memory of every stage; stages with the same ops share the per-micro-batch work."""
-    idx, memo = model_index(model), {}
+    idx, lay = model_index(model), program.layout
+    # pure in these inputs, so kept with the model across estimates (a sweep revisits them)
+    setting = (lay.micro_batch, lay.cp, lay.tp, lay.ep, cfg.sequence_parallel, str(cfg.recompute),
+               cfg.recompute_every_k_blocks, program.regime.precision)
+    memo = idx.memo.setdefault(("activations", setting), {})
     out = []
     for st in program.stages:
         key = idx.shape_key(st.blocks)
         if key not in memo:
-            memo[key] = _activations_and_working(st, model, cfg, program.layout, program.regime)
+            memo[key] = _activations_and_working(st, model, cfg, lay, program.regime)
         out.append(stage_memory(st, model, cluster, cfg, program, memo[key]))
     return out
 

@@ -44,13 +44,25 @@ class ModelIndex:
     block_last: dict[str, Op]
     names: tuple[str, ...]
     """Pattern name of each signature id (for the top-ops table)."""
+    _model_ops: tuple[Op, ...] = field(default=(), compare=False, repr=False)
     memo: dict = field(default_factory=dict, compare=False, repr=False)
     """Caches keyed by the caller (stage items, op costs per device and layout): the model is
     immutable, so what is derived from it can be kept with it."""
 
+    def block_of(self, op_name: str) -> str | None:
+        """The block holding the op named ``op_name`` (None when there is none)."""
+        table = self.memo.get("block_of")
+        if table is None:
+            table = self.memo["block_of"] = {op.name: op.block for op in self._model_ops}
+        return table.get(op_name)
+
     def shape_key(self, blocks) -> tuple:
         """Equal keys: the blocks hold the same ops in the same counts (stages 1..p-2 of a GPT)."""
-        return tuple((bool(REPEATED_BLOCK.match(b)), self.block_items[b]) for b in blocks)
+        memo_key = ("shape", blocks)
+        key = self.memo.get(memo_key)
+        if key is None:
+            key = self.memo[memo_key] = tuple((bool(REPEATED_BLOCK.match(b)), self.block_items[b]) for b in blocks)
+        return key
 
     def items(self, blocks) -> list[tuple[Op, int, bool, str]]:
         """(representative op, count, in a repeated block, pattern name) over ``blocks``, merged by signature."""
@@ -90,6 +102,7 @@ def model_index(model: Model) -> ModelIndex:
         per_block.setdefault(op.block, Counter())[i] += 1
         first.setdefault(op.block, op)
         last[op.block] = op
-    idx = ModelIndex(tuple(reps), {b: tuple(c.items()) for b, c in per_block.items()}, first, last, tuple(names))
+    idx = ModelIndex(tuple(reps), {b: tuple(c.items()) for b, c in per_block.items()}, first, last, tuple(names),
+                     model.ops)
     model.meta["_index"] = idx
     return idx

@@ -20,6 +20,13 @@ _REPEATED = re.compile(r".*\.\d+$")
 
 def partition_blocks(model: Model, chunks: int) -> list[tuple[str, ...]] | None:
     """``chunks`` contiguous groups of block names, or None when there are fewer blocks than chunks."""
+    key = f"_partition_{chunks}"
+    if key not in model.meta:
+        model.meta[key] = _partition(model, chunks)
+    return model.meta[key]
+
+
+def _partition(model: Model, chunks: int) -> list[tuple[str, ...]] | None:
     blocks = list(model.blocks)
     rep = [i for i, b in enumerate(blocks) if _REPEATED.match(b)]
     if rep and len(rep) >= chunks:

@@ -10,6 +10,7 @@ the simulator expands the same records into per-micro-batch tasks (``schedule_or
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 from simtrain.cost.compute import device_efficiency, memory_seconds
@@ -90,7 +91,7 @@ class StageProgram:
     def exposed_comm_s(self, phase: str | None = None) -> float:
         return sum(t.exposed_s for t in self.comm if phase is None or t.phase == phase)
 
-    @property
+    @functools.cached_property
     def microbatch_s(self) -> float:
         """Critical-path seconds of one micro-batch through this stage (fw + bw + recompute + comm)."""
         return self.fw_s + self.bw_s + self.recompute_s + self.exposed_comm_s()
@@ -168,16 +169,27 @@ def _tied_copies(model: Model, blocks, items) -> list[Op]:
     """A tied weight (LM head = word embedding) whose owner sits on another pipeline stage is kept
     as a second copy on this stage, its gradients summed between the two (Megatron-LM does this
     for the word embeddings of the first and last stage)."""
-    names = {op.name for op in model.ops if op.block in set(blocks)} if any(op.attr("tied_to") for op, *_ in items) else set()
+    idx = model_index(model)
     out = []
     for op, _, _, _ in items:
         owner = op.attr("tied_to")
-        if owner and owner not in names:
+        if owner and idx.block_of(owner) not in blocks:
             out.append(dataclasses.replace(op, param_count=int(op.weight_read.fw), attrs=()))
     return out
 
 
 def _param_memory(model: Model, blocks, items, cfg: TrainConfig, lay: Layout, reg: Regime) -> ParamMemory:
+    """Weights, grads, optimizer state of the stage (memoised with the model: a pure function of these)."""
+    idx = model_index(model)
+    key = ("params", blocks, lay.tp, lay.ep, lay.dp, cfg.sequence_parallel, cfg.zero_stage, str(cfg.optimizer),
+           reg.precision, tuple(cfg.frozen_prefixes), lay.micro_batches > 1)
+    pm = idx.memo.get(key)
+    if pm is None:
+        pm = idx.memo[key] = _param_memory_uncached(model, blocks, items, cfg, lay, reg)
+    return pm
+
+
+def _param_memory_uncached(model: Model, blocks, items, cfg: TrainConfig, lay: Layout, reg: Regime) -> ParamMemory:
     """Weights, grads, optimizer state of the stage; frozen layers need the real op names."""
     if cfg.frozen_prefixes:
         block_set = set(blocks)
