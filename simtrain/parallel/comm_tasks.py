@@ -108,10 +108,27 @@ def _pp_tasks(last, cfg, lay, reg, comm, stage: int) -> list:
     return [CommTask("pp", "send", "fw", boundary, sec, lay.v), CommTask("pp", "send", "bw", boundary, sec, lay.v)]
 
 
-def microbatch_comm(items, cfg, lay, reg: Regime, comm, coster, stage: int, last_op: Op) -> tuple:
+def _stream_tasks(items, lay, reg, coster, fw_s: float, bw_s: float) -> list:
+    """Weight streaming (Cerebras, hardware.md §7): each micro-batch streams the weights in for the
+    forward and again for the backward, and the gradients out, over the system I/O (full duplex),
+    overlapped with the wafer's compute of the layers already there."""
+    from simtrain.parallel.program import CommTask
+    store = coster.device.memory_external
+    if store is None:
+        return []
+    params = sum(op.param_count * n for op, n, _, _ in items) / lay.tp
+    rate = store.bandwidth_bytes_per_s.value * coster.eff.link_bandwidth_fraction
+    w, g = params * reg.weight_bytes, params * reg.grad_bytes
+    return [CommTask("stream", "weights-in", "fw", w, w / rate, 1, overlap_s=fw_s),
+            CommTask("stream", "weights-in+grads-out", "bw", max(w, g), max(w, g) / rate, 1, overlap_s=bw_s)]
+
+
+def microbatch_comm(items, cfg, lay, reg: Regime, comm, coster, stage: int, last_op: Op,
+                    fw_s: float = 0.0, bw_s: float = 0.0) -> tuple:
     """``items``: (op, count, repeated, name) of the stage (model_index)."""
     return tuple(_tp_tasks(items, cfg, lay, reg, comm) + _cp_tasks(items, lay, reg, comm, coster)
-                 + _ep_tasks(items, cfg, lay, reg, comm) + _pp_tasks(last_op, cfg, lay, reg, comm, stage))
+                 + _ep_tasks(items, cfg, lay, reg, comm) + _pp_tasks(last_op, cfg, lay, reg, comm, stage)
+                 + _stream_tasks(items, lay, reg, coster, fw_s, bw_s))
 
 
 def _bucketed_exposed(total_s: float, bytes_: float, bucket_bytes: float, hide_s: float) -> float:

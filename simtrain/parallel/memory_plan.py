@@ -70,7 +70,19 @@ def stage_memory(stage, model, cluster, cfg, program, per_mb_and_working=None) -
         host_prefetch = sample_bytes * lay.micro_batch * cfg.data.prefetch_factor * cfg.data.num_workers
     rank = stage.stage * lay.dp * lay.tp * lay.cp  # first rank of the stage (pp is the outermost axis)
     pm = stage.params
-    return MemoryReport(params_bytes=pm.params_bytes, grads_bytes=pm.grads_bytes,
-                        optimizer_bytes=pm.optimizer_bytes, activations_bytes=per_mb * in_flight,
-                        buffers_bytes=buffers, overhead_bytes=cfg.memory_overhead_fraction * usable,
-                        capacity_bytes=usable, rank=rank, stage=stage.stage, host_prefetch_bytes=host_prefetch)
+    params, grads, optim, external, ext_cap = pm.params_bytes, pm.grads_bytes, pm.optimizer_bytes, 0.0, None
+    store = cluster.device.memory_external
+    if store is not None:
+        # weight streaming (Cerebras MemoryX, hardware.md §7): weights, gradients and optimizer state
+        # stay off-wafer; the wafer holds activations and the layers being streamed (two largest blocks)
+        external, ext_cap = params + grads + optim, store.usable_bytes
+        idx = model_index(model)
+        per_block = sorted((sum(idx.reps[s].param_count * n for s, n in idx.block_items[b]) for b in stage.blocks),
+                           reverse=True)
+        buffers += sum(per_block[:2]) * (reg.weight_bytes + reg.grad_bytes)
+        params = grads = optim = 0.0
+    return MemoryReport(params_bytes=params, grads_bytes=grads, optimizer_bytes=optim,
+                        activations_bytes=per_mb * in_flight, buffers_bytes=buffers,
+                        overhead_bytes=cfg.memory_overhead_fraction * usable, capacity_bytes=usable, rank=rank,
+                        stage=stage.stage, host_prefetch_bytes=host_prefetch, external_bytes=external,
+                        external_capacity_bytes=ext_cap)

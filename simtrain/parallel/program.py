@@ -153,7 +153,7 @@ def stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cl
             rc, rcf = rc + n * c.fw_s, rcf + n * c.fw_flops
         times.append((name if n > 1 else op.name, op.kind, n * (c.fw_s + c.bw_s + (c.fw_s if again else 0.0))))
     from simtrain.parallel.comm_tasks import microbatch_comm, step_comm
-    mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks))
+    mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks), fw, bw + rc)
     pm = _param_memory(model, blocks, items, cfg, lay, reg)
     dp_comm = step_comm(pm, cfg, lay, reg, comm, fw + bw)
     opt_s = _optimizer_seconds(pm.trainable_count, items, cfg, lay, reg, coster)
@@ -205,8 +205,8 @@ def _param_memory_uncached(model: Model, blocks, items, cfg: TrainConfig, lay: L
 def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, reg: Regime,
                        coster: _OpCoster) -> float:
     """Memory-bound update of this rank's (ZeRO-sharded) trainable parameters."""
-    if trainable == 0:
-        return 0.0
+    if trainable == 0 or coster.device.memory_external is not None:
+        return 0.0  # weight streaming: the update runs in the external store (MemoryX), off the device
     shard = trainable / (lay.dp if cfg.zero_stage >= 1 else 1)
     passes = step_passes(cfg.optimizer, cfg.fused_optimizer, reg.master_bytes > 0)
     if reg.loss_scaling:

@@ -32,6 +32,9 @@ class MemoryReport:
     stage: int = 0
     host_prefetch_bytes: float = 0.0
     """DataLoader prefetch buffers in host DRAM (workers × prefetch_factor batches): not on the device."""
+    external_bytes: float = 0.0
+    """Weights, gradients and optimizer state held off-device by a weight-streaming system (MemoryX)."""
+    external_capacity_bytes: float | None = None
 
     @property
     def total_bytes(self) -> float:
@@ -40,7 +43,8 @@ class MemoryReport:
 
     @property
     def fits(self) -> bool:
-        return self.total_bytes <= self.capacity_bytes
+        external_ok = self.external_capacity_bytes is None or self.external_bytes <= self.external_capacity_bytes
+        return self.total_bytes <= self.capacity_bytes and external_ok
 
     @property
     def overflow_bytes(self) -> float:
