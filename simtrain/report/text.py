@@ -2,39 +2,22 @@
 
 from __future__ import annotations
 
+from simtrain.report.format import format_bytes as fmt_bytes
+from simtrain.report.format import format_flops_per_s, format_seconds
 from simtrain.report.step_report import BREAKDOWN_KEYS, StepReport
 
 __all__ = ["render_report"]
 
 
-def _scaled(value: float, unit: str, base: float, prefixes: tuple[str, ...]) -> str:
-    i = 0
-    while abs(value) >= base and i < len(prefixes) - 1:
-        value /= base
-        i += 1
-    return f"{value:.3g} {prefixes[i]}{unit}"
-
-
-def fmt_bytes(n: float) -> str:
-    return _scaled(n, "B", 1024.0, ("", "Ki", "Mi", "Gi", "Ti", "Pi"))
-
-
 def fmt_seconds(s: float) -> str:
+    """Durations; long ones in hours and days (time-to-train)."""
     if s != s:
         return "n/a"
     if s >= 86400:
         return f"{s / 86400:.2f} days"
     if s >= 3600:
         return f"{s / 3600:.2f} h"
-    if s >= 1:
-        return f"{s:.3f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3f} ms"
-    return f"{s * 1e6:.2f} us"
-
-
-def fmt_rate(x: float, unit: str) -> str:
-    return _scaled(x, unit, 1000.0, ("", "k", "M", "G", "T", "P", "E"))
+    return format_seconds(s)
 
 
 def _headline(r: StepReport) -> list[str]:
@@ -47,8 +30,8 @@ def _headline(r: StepReport) -> list[str]:
         f"step time        {fmt_seconds(r.step_time_s)}",
         f"throughput       {r.samples_per_s:,.1f} samples/s, {r.tokens_per_s:,.0f} tokens/s",
         f"model FLOPs/step {r.model_flops_per_step:.4g} (FMA = 2; attention '{r.attention_flops}')",
-        f"achieved         {fmt_rate(r.flops_per_device_per_s, 'FLOP/s')} per device",
-        f"MFU / HFU        {100 * r.mfu:.1f}% / {100 * r.hfu:.1f}% of {fmt_rate(r.peak_flops_per_s, 'FLOP/s')} dense peak",
+        f"achieved         {format_flops_per_s(r.flops_per_device_per_s)} per device",
+        f"MFU / HFU        {100 * r.mfu:.1f}% / {100 * r.hfu:.1f}% of {format_flops_per_s(r.peak_flops_per_s)} dense peak",
     ]
     return lines
 
