@@ -25,7 +25,7 @@ from simtrain.report.step_report import StepReport
 from simtrain.specs.hardware import Cluster
 from simtrain.specs.train import TrainConfig, layout_problems, resolve_dp
 
-__all__ = ["estimate", "build_program", "infeasible_report"]
+__all__ = ["estimate", "build_program", "infeasible_report", "prepare_model"]
 
 
 def infeasible_report(model: Model, cluster: Cluster, cfg: TrainConfig, reasons: list[str],
@@ -37,6 +37,22 @@ def infeasible_report(model: Model, cluster: Cluster, cfg: TrainConfig, reasons:
                       peak_flops_per_s=float("nan"), time_breakdown_s={}, memory=None,
                       bottleneck="", bottleneck_reason="; ".join(reasons), device_name=cluster.device.name,
                       engine=engine)
+
+
+def prepare_model(model: Model, cfg: TrainConfig) -> Model:
+    """The model at cfg's sequence length, with cfg's attention kernel choice (fused "flash" or
+    materialised) when the config sets one: rebuilt from its architecture spec (cached)."""
+    model = model.with_seq_len(cfg.seq_len)
+    spec = model.arch
+    flash = cfg.flash_attention
+    arch = getattr(spec, "transformer", None)
+    if flash is None or arch is None or arch.flash_attention == flash:
+        return model
+    from simtrain.graph.builders import build_model
+    new_spec = spec.model_copy(update={"transformer": arch.model_copy(update={"flash_attention": flash})})
+    if cfg.seq_len is not None and hasattr(new_spec, "with_seq_len") and new_spec.is_sequence_model:
+        new_spec = new_spec.with_seq_len(cfg.seq_len)
+    return build_model(new_spec)
 
 
 def build_program(model: Model, cluster: Cluster, cfg: TrainConfig, comm=None) -> RankProgram | list[str]:
@@ -55,7 +71,7 @@ def build_program(model: Model, cluster: Cluster, cfg: TrainConfig, comm=None) -
         from simtrain.parallel.comm import ClusterComm
         comm = ClusterComm(cluster, lay, cfg)
     reg = regime(cfg.precision)
-    coster = _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model)
+    coster = _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance)
     stages, same = [], {}
     idx = model_index(model)
     for s in range(cfg.pp):
@@ -72,7 +88,7 @@ def build_program(model: Model, cluster: Cluster, cfg: TrainConfig, comm=None) -
 def estimate(model: Model, cluster: Cluster, cfg: TrainConfig, *, comm=None) -> StepReport:
     """Closed-form step time, memory, MFU/HFU, bottleneck of ``model`` trained on ``cluster`` with ``cfg``."""
     try:
-        model = model.with_seq_len(cfg.seq_len)
+        model = prepare_model(model, cfg)
         program = build_program(model, cluster, cfg, comm)
     except (SpecError, SimtrainError) as err:
         return infeasible_report(model, cluster, cfg, [str(err)])

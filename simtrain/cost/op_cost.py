@@ -12,7 +12,7 @@ parallelism (Megatron-LM, Shoeybi et al. 2019 §3; sequence parallelism, Korthik
 | vocab     | ÷ t             | full                      | ÷ t                       | full; ÷ t with SP  |
 | sequence  | full; ÷ t w. SP | full; ÷ t with SP         | full; ÷ t with SP         | full; ÷ t with SP  |
 | replicate | full            | full                      | full                      | full               |
-| expert    | ÷ ep (experts spread over EP ranks; tokens exchanged by all-to-all) |  |       |                    |
+| expert    | ÷ t; weights ÷ (t · ep): EP spreads the experts, the all-to-all brings each rank its tokens |
 
 These factors give Korthikanti et al. Table 2 exactly: sbh(10 + 24/t + 5as/(ht)) with TP and
 34·sbh/t with TP + SP.
@@ -47,8 +47,10 @@ _FULL = ShardFactors()
 def shard_factors(op: Op, tp: int, sp: bool, ep: int = 1) -> ShardFactors:
     """Per-rank share of an op under tensor (and sequence / expert) parallelism; see module table."""
     if op.tp_split == "expert":
-        f = 1.0 / ep / tp
-        return ShardFactors(f, f, f, f, f)
+        # EP spreads the experts (their weights) over ep ranks; the all-to-all brings each rank the
+        # tokens routed to its experts, so with balanced routing its work is unchanged by ep
+        inv = 1.0 / tp
+        return ShardFactors(inv, inv / ep, inv, inv, inv)
     if tp == 1:
         return _FULL
     inv, seq = 1.0 / tp, (1.0 / tp if sp else 1.0)
@@ -116,9 +118,14 @@ def _sharded_gemm(op: Op, tp: int) -> Gemm | None:
 
 
 def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficiency,
-            tp: int = 1, sp: bool = False, ep: int = 1) -> OpCost:
-    """Roofline seconds of ``op`` for one micro-batch of ``micro_batch`` samples on one rank."""
+            tp: int = 1, sp: bool = False, ep: int = 1, moe_imbalance: float = 1.0) -> OpCost:
+    """Roofline seconds of ``op`` for one micro-batch of ``micro_batch`` samples on one rank.
+
+    ``moe_imbalance`` (≥ 1): the busiest expert rank receives that many times its fair share of
+    tokens, and every rank waits for it (expert ops only)."""
     f = shard_factors(op, tp, sp, ep)
+    if op.tp_split == "expert" and moe_imbalance != 1.0:
+        micro_batch = micro_batch * moe_imbalance
     dtype = reg.matmul_dtype if op.op_class in MATRIX_CLASSES else reg.vector_dtype
     gemm = _sharded_gemm(op, tp)
     m_rows = (gemm.m * micro_batch) if gemm is not None else 1

@@ -108,11 +108,12 @@ class _OpCoster:
     """Memoised op costs for one (device, regime, layout), kept with the model's index so a sweep
     re-uses them across estimates (keyed by the device object itself, which is immutable)."""
 
-    def __init__(self, cluster: Cluster, reg: Regime, lay: Layout, sp: bool, model: Model | None = None) -> None:
-        self.device, self.reg, self.lay, self.sp = cluster.device, reg, lay, sp
+    def __init__(self, cluster: Cluster, reg: Regime, lay: Layout, sp: bool, model: Model | None = None,
+                 moe_imbalance: float = 1.0) -> None:
+        self.device, self.reg, self.lay, self.sp, self.imbalance = cluster.device, reg, lay, sp, moe_imbalance
         self.eff = device_efficiency(cluster.device)
         self.micro = lay.micro_batch / lay.cp  # context parallelism splits every sequence cp ways
-        key = ("costs", id(self.device), reg.precision, self.micro, lay.tp, sp, lay.ep)
+        key = ("costs", id(self.device), reg.precision, self.micro, lay.tp, sp, lay.ep, moe_imbalance)
         memo = model_index(model).memo if model is not None else {}
         entry = memo.get(key)
         if entry is None or entry[0] is not self.device:  # id reuse after a device was freed
@@ -123,7 +124,8 @@ class _OpCoster:
         key = id(op)  # representatives from the model index: one object per distinct op
         c = self.cache.get(key)
         if c is None:
-            c = op_cost(op, self.micro, self.reg, self.device, self.eff, self.lay.tp, self.sp, self.lay.ep)
+            c = op_cost(op, self.micro, self.reg, self.device, self.eff, self.lay.tp, self.sp, self.lay.ep,
+                        self.imbalance)
             self.cache[key] = c
         return c
 
@@ -140,7 +142,7 @@ def stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cl
                   lay: Layout, comm, coster: _OpCoster | None = None) -> StageProgram:
     """Cost one stage: compute by phase, its collectives, dp sync and optimizer."""
     reg = coster.reg if coster else regime(cfg.precision)
-    coster = coster or _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model)
+    coster = coster or _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance)
     items = model_index(model).items(blocks)
     fw = bw = rc = fwf = bwf = rcf = mem = 0.0
     times = []

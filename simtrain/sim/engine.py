@@ -122,9 +122,9 @@ def run_program(program) -> SimResult:
 def simulate(model, cluster, cfg):
     """DES → StepReport with the same fields as st.estimate, plus ``report.timeline``."""
     from simtrain.errors import SimtrainError, SpecError
-    from simtrain.estimator import build_program, compose, infeasible_report
+    from simtrain.estimator import build_program, compose, infeasible_report, prepare_model
     try:
-        model = model.with_seq_len(cfg.seq_len)
+        model = prepare_model(model, cfg)
         program = build_program(model, cluster, cfg)
     except (SpecError, SimtrainError) as err:
         return infeasible_report(model, cluster, cfg, [str(err)], engine="simulate")
