@@ -68,8 +68,8 @@ def build_program(model: Model, cluster: Cluster, cfg: TrainConfig, comm=None) -
         return [f"the model's {len(model.blocks)} blocks cannot fill pp × virtual_stages = "
                 f"{cfg.pp * cfg.virtual_stages} pipeline chunks"]
     if comm is None:
-        from simtrain.parallel.comm import ClusterComm
-        comm = ClusterComm(cluster, lay, cfg)
+        from simtrain.parallel.comm import comm_for
+        comm = comm_for(cluster, lay, cfg)
     reg = regime(cfg.precision)
     coster = _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance)
     stages, same = [], {}

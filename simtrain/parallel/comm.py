@@ -6,7 +6,22 @@ from __future__ import annotations
 
 from simtrain.cost.compute import device_efficiency
 
-__all__ = ["ClusterComm"]
+__all__ = ["ClusterComm", "comm_for"]
+
+_POOL: dict[tuple, "ClusterComm"] = {}
+_POOL_MAX = 256
+
+
+def comm_for(cluster, layout, cfg) -> "ClusterComm":
+    """A shared ClusterComm per (cluster object, layout, rank order, sequence parallelism): its
+    memoised collective times then serve every estimate of a sweep over that layout."""
+    key = (id(cluster), layout, cfg.rank_order, cfg.sequence_parallel)
+    comm = _POOL.get(key)
+    if comm is None or comm.cluster is not cluster:  # id reuse after a cluster was freed
+        if len(_POOL) >= _POOL_MAX:
+            _POOL.clear()
+        comm = _POOL[key] = ClusterComm(cluster, layout, cfg)
+    return comm
 
 
 class ClusterComm:

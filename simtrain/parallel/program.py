@@ -43,7 +43,7 @@ class Layout:
                 "virtual_stages": self.v, "micro_batches": self.micro_batches, "micro_batch_size": self.micro_batch}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class CommTask:
     """One collective (or send) a rank issues per micro-batch in a phase, or per step for dp."""
 
@@ -56,11 +56,11 @@ class CommTask:
     overlap_s: float = 0.0
     """Compute it can hide behind (ring attention, ZeRO-3 prefetch); exposed = max(0, s·count − overlap)."""
 
-    @property
+    @functools.cached_property
     def total_s(self) -> float:
         return self.seconds * self.count
 
-    @property
+    @functools.cached_property
     def exposed_s(self) -> float:
         return max(0.0, self.total_s - self.overlap_s)
 
@@ -138,8 +138,34 @@ def _recomputed(op: Op, cfg: TrainConfig, repeated: bool) -> bool:
     return False
 
 
+_MEMO_MAX = 50_000
+
+
+def _setting_key(cfg: TrainConfig) -> tuple:
+    """The TrainConfig fields a stage's program depends on (besides the layout)."""
+    return (str(cfg.recompute), cfg.recompute_every_k_blocks, cfg.sequence_parallel, str(cfg.precision),
+            str(cfg.optimizer), cfg.fused_optimizer, cfg.zero_stage, tuple(cfg.frozen_prefixes), cfg.dp_overlap,
+            cfg.dp_bucket_bytes, cfg.moe_load_imbalance)
+
+
 def stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cluster, cfg: TrainConfig,
                   lay: Layout, comm, coster: _OpCoster | None = None) -> StageProgram:
+    """Cost one stage (memoised with the model: a pure function of the blocks, layout, settings,
+    device and communication model)."""
+    memo = model_index(model).memo
+    key = ("stage", blocks, lay, id(comm), id(cluster.device), _setting_key(cfg))
+    hit = memo.get(key)
+    if hit is not None and hit[0] is comm and hit[1] is cluster.device:
+        return hit[2] if hit[2].stage == stage else dataclasses.replace(hit[2], stage=stage)
+    program = _stage_program(stage, blocks, model, cluster, cfg, lay, comm, coster)
+    if len(memo) > _MEMO_MAX:  # a long sweep: start over rather than grow without bound
+        memo.clear()
+    memo[key] = (comm, cluster.device, program)
+    return program
+
+
+def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cluster, cfg: TrainConfig,
+                   lay: Layout, comm, coster: _OpCoster | None = None) -> StageProgram:
     """Cost one stage: compute by phase, its collectives, dp sync and optimizer."""
     reg = coster.reg if coster else regime(cfg.precision)
     coster = coster or _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance)
