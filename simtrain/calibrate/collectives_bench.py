@@ -1,0 +1,171 @@
+"""Collective microbenchmarks through torch.distributed: gloo with 2–4 processes on CPU, NCCL with one
+process per GPU on CUDA, over a message-size grid.
+
+Message size follows the nccl-tests convention (NVIDIA nccl-tests, doc/PERFORMANCE.md): the size of the
+largest buffer of the call — all_reduce and broadcast: the buffer; all_gather: the gathered output;
+reduce_scatter: the full input. Each sample is a barrier followed by ``inner`` back-to-back calls; a
+sample's time is the **slowest rank's** (a collective is done when every rank is done). ``inner`` is
+agreed across ranks (max of the ranks' one-call estimates) so every rank issues the same calls.
+Calls a backend refuses (gloo's missing reduce_scatter on some versions) come back as
+:class:`~simtrain.calibrate.records.Unsupported`, never as a time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from simtrain.calibrate.grids import Grid
+from simtrain.calibrate.records import Row, Unsupported
+from simtrain.calibrate.timing import TimingPlan
+from simtrain.glossary import DType
+
+__all__ = ["run_collectives", "collective_backends"]
+
+_JOIN_TIMEOUT_S = 300.0
+
+
+def _call(op: str, world: int, numel: int, device: str):
+    """A zero-argument closure issuing one collective on message-sized fp32 buffers."""
+    import torch
+    import torch.distributed as dist
+    per_rank = max(1, numel // world)
+    if op == "all_reduce":
+        x = torch.ones(numel, device=device)
+        return lambda: dist.all_reduce(x)
+    if op == "broadcast":
+        x = torch.ones(numel, device=device)
+        return lambda: dist.broadcast(x, src=0)
+    if op == "all_gather":
+        x, out = torch.ones(per_rank, device=device), torch.empty(per_rank * world, device=device)
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        return lambda: gather(out, x)
+    if op == "reduce_scatter":
+        x, out = torch.ones(per_rank * world, device=device), torch.empty(per_rank, device=device)
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        return lambda: scatter(out, x)
+    raise ValueError(f"unknown collective {op!r}")
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+        torch.cuda.synchronize()
+
+
+def _agreed_inner(fn, plan: TimingPlan, device: str) -> int:
+    """Same inner-loop count on every rank: ceil(min_sample_s / slowest one-call time)."""
+    import torch
+    import torch.distributed as dist
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    t1 = torch.tensor([max(time.perf_counter() - start, 1e-7)], dtype=torch.float64, device=device)
+    dist.all_reduce(t1, op=dist.ReduceOp.MAX)
+    return int(min(plan.max_inner, max(1, math.ceil(plan.min_sample_s / float(t1.item())))))
+
+
+def _time_collective(fn, plan: TimingPlan, device: str) -> list[float]:
+    import torch.distributed as dist
+    for _ in range(plan.warmup):
+        fn()
+    _sync(device)
+    inner = _agreed_inner(fn, plan, device)
+    samples = []
+    for _ in range(plan.repeats):
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        _sync(device)
+        samples.append((time.perf_counter() - start) / inner)
+    return samples
+
+
+def _worker(rank: int, world: int, backend: str, device: str, init_file: str, job: dict, out: str) -> None:
+    """One rank: run every (op, size), gather every rank's samples, rank 0 writes the JSON result."""
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(job["threads"])
+    if device == "cuda":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world)
+    plan = TimingPlan(**job["plan"])
+    results, refused = {}, {}
+    for op in job["ops"]:
+        for nbytes in job["sizes"]:
+            key = f"{op}:{nbytes}"
+            try:
+                results[key] = _time_collective(_call(op, world, max(1, nbytes // 4), device), plan, device)
+            except (RuntimeError, NotImplementedError, ValueError) as err:
+                refused[key] = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+                dist.barrier()
+    gathered: list = [None] * world
+    dist.all_gather_object(gathered, results)
+    if rank == 0:
+        Path(out).write_text(json.dumps({"ranks": gathered, "refused": refused}))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _spawn(world: int, backend: str, device: str, job: dict) -> dict:
+    import torch.multiprocessing as mp
+    with tempfile.TemporaryDirectory(prefix="simtrain-coll-") as tmp:
+        init_file, out = os.path.join(tmp, "init"), os.path.join(tmp, "result.json")
+        ctx = mp.spawn(_worker, args=(world, backend, device, init_file, job, out), nprocs=world,
+                       join=False, start_method="spawn")
+        deadline = time.monotonic() + _JOIN_TIMEOUT_S
+        while not ctx.join(timeout=5.0):
+            if time.monotonic() > deadline:
+                for p in ctx.processes:
+                    p.terminate()  # our own children, by handle
+                raise TimeoutError(f"{backend} collectives with {world} ranks did not finish in {_JOIN_TIMEOUT_S} s")
+        return json.loads(Path(out).read_text())
+
+
+def _stats(per_rank: list[list[float]]) -> tuple[float, float, float, int]:
+    import numpy as np
+    slowest = np.max(np.asarray(per_rank), axis=0)
+    p10, med, p90 = (float(v) for v in np.percentile(slowest, [10, 50, 90]))
+    return med, min(p10, med), max(p90, med), int(slowest.size)
+
+
+def collective_backends(device: str) -> list[tuple[str, str, tuple[int, ...]]]:
+    """(backend, tensor device, world sizes available) for this device kind."""
+    import torch
+    import torch.distributed as dist
+    if device == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n >= 2 and dist.is_nccl_available():
+            return [("nccl", "cuda", tuple(sorted({2, n})))]
+        return []
+    return [("gloo", "cpu", ())] if dist.is_gloo_available() else []
+
+
+def run_collectives(device: str, grid: Grid, threads: int = 1) -> tuple[list[Row], list[Unsupported]]:
+    """Every collective of ``grid`` at every message size and world size, on every backend available."""
+    rows: list[Row] = []
+    refused: list[Unsupported] = []
+    plan = asdict(grid.plan)
+    for backend, tensor_device, worlds in collective_backends(device):
+        for world in worlds or grid.collective_world_sizes:
+            job = {"ops": list(grid.collective_ops), "sizes": list(grid.collective_bytes), "plan": plan,
+                   "threads": threads}
+            res = _spawn(world, backend, tensor_device, job)
+            base = {"backend": backend, "world_size": world, "threads_per_rank": threads}
+            for key, reason in res["refused"].items():
+                op, nbytes = key.split(":")
+                refused.append(Unsupported(op, dict(base, message_bytes=int(nbytes)), reason))
+            for key in res["ranks"][0]:
+                op, nbytes = key.split(":")
+                med, p10, p90, n = _stats([r[key] for r in res["ranks"]])
+                rows.append(Row(bench=op, op_class=None, dtype=DType.FP32,
+                                params=dict(base, message_bytes=int(nbytes)), flops=0.0,
+                                bytes_moved=float(nbytes), median_s=med, p10_s=p10, p90_s=p90,
+                                repeats=n, device=tensor_device))
+    return rows, refused

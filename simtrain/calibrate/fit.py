@@ -1,0 +1,201 @@
+"""``st.calibrate``: fit a Device's efficiency parameters to measurements → a calibrated Device.
+
+    m = st.measure("cpu", quick=True)
+    dev = st.calibrate(m)                     # a Device: use it anywhere, e.g. st.Cluster.single(dev)
+    cal = fit(m); cal.summary(); cal.save_profile("profile.yaml"); load_profile("profile.yaml")
+
+What is fitted (:mod:`fit_compute`, :mod:`fit_links`): per op class a ComputeCurve, the memory
+bandwidth fraction and half-bytes, the launch overhead — through the estimator's own op-time function
+(:mod:`predict`) — and the collectives' link bandwidth, per-step and base latency through the
+estimator's own collective model. What is kept: the base spec's datasheet peaks and bandwidths —
+except on a CPU, which has no datasheet: there the fp32 peak is this machine's first-principles peak
+(cores × SIMD lanes × FMA pipes × 2 × clock, mark D), or the best measured GEMM rate when that is
+higher or the clock is unknown, and main-memory bandwidth is the fastest measured streaming rate
+(:func:`_working_cpu`). Timings identify only peak × peak_fraction; anchoring the peak at first
+principles keeps the fitted fraction meaningful (≈ the MAMF ratio of hardware.md §1c). Re-deriving the
+peak *after* the fit as "best GEMM rate / fitted peak_fraction" would move every matmul prediction
+off the fitted optimum (the fitted ceiling sits below the best single row when backward rows are
+slower), so it is not done. The calibrated device is named ``<base>-calibrated-<key8>``; ``key``
+hashes the measurements and the base spec.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from simtrain.calibrate.base_device import default_base
+from simtrain.calibrate.fit_compute import ComputeFit, fit_compute
+from simtrain.calibrate.fit_links import LinkFit, fit_collectives, fit_host_device
+from simtrain.calibrate.machine import derived_cpu_peak_flops_per_s
+from simtrain.calibrate.predict import predict_row
+from simtrain.calibrate.records import Measurements, Row
+from simtrain.calibrate.residuals import Residual, format_summary, mape_by_group, residual
+from simtrain.cost.compute import MATRIX_CLASSES, device_efficiency
+from simtrain.errors import SpecError
+from simtrain.glossary import DeviceKind, DType, OpClass
+from simtrain.specs.base import Sourced
+from simtrain.specs.hardware import ComputeCurve, Device, Efficiency, Link
+
+__all__ = ["Calibration", "calibrate", "fit", "profile_key", "spec_hash", "load_profile", "profile_link"]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A fitted device with everything needed to judge it: residuals, links, hashes, fit status."""
+
+    device: Device
+    residuals: tuple[Residual, ...]
+    links: Mapping[str, Link]
+    key: str
+    measurements_hash: str
+    base_name: str
+    fit_info: Mapping[str, Any]
+
+    def mape_by_group(self) -> dict[str, float]:
+        return mape_by_group(self.residuals)
+
+    def summary(self) -> list[str]:
+        return format_summary(self.residuals)
+
+    def residuals_table(self):
+        """One pandas row per measurement: bench, group, phase, params, predicted, measured, log error."""
+        import pandas as pd
+        return pd.DataFrame.from_records([r.to_dict() for r in self.residuals])
+
+    def save_profile(self, path) -> Any:
+        from simtrain.calibrate.profile import write_profile
+        return write_profile(self, path)
+
+
+def spec_hash(device: Device) -> str:
+    return hashlib.sha256(device.model_dump_json().encode()).hexdigest()
+
+
+def profile_key(m: Measurements, base: Device) -> str:
+    """sha256 over the measurements' hash and the base spec's hash: the profile's identity."""
+    return hashlib.sha256(f"{m.hash}:{spec_hash(base)}".encode()).hexdigest()
+
+
+def _resolve_base(base: Device | str | None, m: Measurements) -> Device:
+    if base is None:
+        return default_base(m)
+    if isinstance(base, str):
+        from simtrain.specs.library import load_device
+        return load_device(base)
+    return base
+
+
+def _start_efficiency(base: Device) -> Efficiency:
+    """The base's efficiency (or its kind's default), with a neutral curve for any missing class."""
+    try:
+        eff = device_efficiency(base)
+    except SpecError:
+        eff = Efficiency(compute={}, source=f"neutral start (no efficiency default for {base.kind.value})")
+    compute = {c: eff.compute.get(c, ComputeCurve(peak_fraction=0.5, half_flops=0.0)) for c in OpClass}
+    return eff.model_copy(update={"compute": compute})
+
+
+def _sourced(value: float, source: str, note: str | None = None) -> Sourced:
+    return Sourced[float](value=float(value), source=source[:300], mark="D", note=note)
+
+
+def _working_cpu(base: Device, rows: list[Row], m: Measurements, tag: str) -> Device:
+    """The CPU spec the fit runs against. A CPU has no datasheet, so its numbers come from this machine:
+    fp32 peak = the first-principles peak of :func:`derived_cpu_peak_flops_per_s` (or the best GEMM rate
+    if that is higher or unknown); dtypes not measured are dropped (``matrix_peak_flops_per_s`` then
+    runs them at the fp32 rate, as a CPU without native 16-bit math does); the vector rate follows the
+    fp32 peak; main-memory bandwidth = the fastest measured streaming op (mark D)."""
+    best = best_matmul_flops_per_s_rows(rows)
+    derived = derived_cpu_peak_flops_per_s(m.machine) if m.machine.device == "cpu" else None
+    peak, src = derived or 0.0, "cores x fp32 SIMD lanes x FMA pipes x 2 x clock (/proc/cpuinfo)"
+    if best is not None and best.flops_per_s > peak:
+        peak, src = best.flops_per_s, f"best GEMM rate measured, {tag}"
+    peaks = {DType.FP32: _sourced(peak, src)} if peak > 0 else dict(base.peak_flops_per_s)
+    stream = max((r for r in rows if r.op_class not in MATRIX_CLASSES and r.phase != "optim"),
+                 key=lambda r: r.bytes_per_s)
+    main = base.main_tier
+    note = f"fastest streaming op: {stream.bench} {dict(stream.params)} (cache-assisted rates count)"
+    tier = main.model_copy(update={"bandwidth_bytes_per_s": _sourced(
+        stream.bytes_per_s, f"calibrate: best streaming rate, {tag}", note)})
+    memory = [tier if t.name == main.name else t for t in base.memory]
+    return base.model_copy(update={"peak_flops_per_s": peaks, "memory": memory, "vector_flops_per_s": None})
+
+
+def best_matmul_flops_per_s_rows(rows: list[Row]) -> Row | None:
+    mm = [r for r in rows if r.op_class is OpClass.MATMUL and r.phase == "fw" and r.dtype is DType.FP32]
+    return max(mm, key=lambda r: r.flops_per_s) if mm else None
+
+
+def _links(fits: list[LinkFit], key: str) -> dict[str, Link]:
+    from simtrain.calibrate.profile import make_link
+    return {lf.backend: make_link(lf.backend, lf.bandwidth_bytes_per_s, lf.latency_s, key[:16]) for lf in fits}
+
+
+def _final_efficiency(eff: Efficiency, extra: dict[str, float], key: str, m: Measurements, base: Device,
+                      cpu_link: LinkFit | None) -> Efficiency:
+    update: dict[str, Any] = {}
+    if cpu_link is not None:  # the calibrated link carries effective numbers: no further derating
+        update = {"link_bandwidth_fraction": 1.0, "link_latency_scale": 1.0}
+        extra = dict(extra, collective_base_latency_s=cpu_link.base_latency_s, collective_step_overhead_s=0.0)
+    data = eff.model_copy(update=update).model_dump()
+    data.update(extra=dict(eff.extra, **extra),
+                source=f"calibrate key={key[:16]} measurements={m.hash[:16]} base={base.name}")
+    return Efficiency.model_validate(data)
+
+
+def fit(measurements: Measurements, base: Device | str | None = None) -> Calibration:
+    """Fit ``base`` (default: see :func:`default_base`) to ``measurements``; see the module docstring."""
+    m = measurements
+    base = _resolve_base(base, m)
+    key = profile_key(m, base)
+    tag = f"measurements {m.hash[:8]}"
+    rows = [r for r in m.rows if r.op_class is not None]
+    if not rows:
+        raise SpecError.one(None, "measurements", "no compute rows to fit")
+    is_cpu = base.kind is DeviceKind.CPU
+    work = _working_cpu(base, rows, m, tag) if is_cpu else base
+    cf: ComputeFit = fit_compute(rows, work, _start_efficiency(base))
+    eff = cf.efficiency
+    coll_rows = [r for r in m.rows if r.op_class is None and "backend" in r.params]
+    extra, link_fits = fit_collectives(coll_rows, eff)
+    extra.update(fit_host_device([r for r in m.rows if r.bench in ("h2d", "d2h")]))
+    cpu_link = next((lf for lf in link_fits if lf.backend == "gloo"), None) if is_cpu else None
+    final_eff = _final_efficiency(eff, extra, key, m, base, cpu_link)
+    res = [residual(r, predict_row(r, work, final_eff)) for r in rows]
+    res += [residual(r, p) for lf in link_fits for r, p in zip(lf.rows, lf.predicted_s, strict=True)]
+    mape = {f"calibration.mape_pct.{g}": v for g, v in mape_by_group(res).items()}
+    final_eff = final_eff.model_copy(update={"extra": dict(final_eff.extra, **mape)})
+    device = _final_device(work, base, final_eff, key, m)
+    info = {"cost": cf.cost, "nfev": cf.nfev, "success": cf.success, "unidentified": list(cf.unidentified),
+            "fitted": list(cf.names), "rows": len(res)}
+    return Calibration(device, tuple(res), _links(link_fits, key), key, m.hash, base.name, info)
+
+
+def _final_device(work: Device, base: Device, eff: Efficiency, key: str, m: Measurements) -> Device:
+    f = m.machine
+    name = f"{base.name[:50]}-calibrated-{key[:8]}"
+    desc = (f"{base.description or base.name} — calibrated on {f.gpu_name or f.cpu_model} ({f.cpu_cores} cores, "
+            f"torch {f.torch_version}, {f.threads} threads, {f.date})")
+    data = work.model_dump()
+    data.update(name=name, description=desc, efficiency=eff.model_dump(),
+                notes=f"calibration profile key {key}; measurements {m.hash}")
+    return Device.model_validate(data)
+
+
+def calibrate(measurements: Measurements, base: Device | str | None = None) -> Device:
+    """The calibrated Device (see :func:`fit` for residuals and the profile)."""
+    return fit(measurements, base).device
+
+
+def load_profile(path) -> Device:
+    from simtrain.calibrate.profile import read_profile
+    return read_profile(path)
+
+
+def profile_link(device: Device, backend: str = "gloo") -> Link:
+    from simtrain.calibrate.profile import link_from_profile
+    return link_from_profile(device, backend)
+

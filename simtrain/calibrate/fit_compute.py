@@ -1,0 +1,154 @@
+"""Fitting the compute side of a device: per op class a :class:`ComputeCurve` (peak_fraction,
+half_flops), and the shared memory_bandwidth_fraction, memory_half_bytes and launch_overhead_s.
+
+Method: ``scipy.optimize.least_squares`` (trust-region reflective, bounds) on the natural log of time,
+
+    r_i = ln t̂_i(θ) − ln t_i,     t̂_i = simtrain.calibrate.predict.predict_row(row_i, device, eff(θ)),
+
+with θ the natural logs of every parameter (so fractions and sizes are fitted as ratios and stay
+positive), the soft-L1 loss with scale 0.2 (≈ 20 % in time) so a few noisy rows cannot drag a curve,
+and a weak prior ``λ · (θ − θ_base)`` (λ = 0.02) that pins parameters the rows cannot identify (a class
+whose rows are all memory-bound says nothing about its half_flops) to the base spec's values instead of
+letting them drift. The fit starts from the base values and from a data-driven guess (each class's best
+achieved rate, the median op size, the best streaming rate, half the fastest call) and keeps the better.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from simtrain.calibrate.predict import predict_row
+from simtrain.calibrate.records import Row
+from simtrain.cost.compute import MATRIX_CLASSES, matrix_peak_flops_per_s
+from simtrain.glossary import OpClass
+from simtrain.specs.hardware import ComputeCurve, Device, Efficiency
+
+__all__ = ["ComputeFit", "fit_compute", "efficiency_from", "PRIOR_WEIGHT", "BOUNDS"]
+
+PRIOR_WEIGHT = 0.02
+#: (low, high) of each parameter kind, in its own units.
+BOUNDS = {"peak_fraction": (1e-5, 1.0), "half_flops": (1.0, 1e14), "memory_bandwidth_fraction": (1e-4, 1.0),
+          "memory_half_bytes": (1.0, 1e11), "launch_overhead_s": (1e-9, 1e-1)}
+_GLOBALS = ("memory_bandwidth_fraction", "memory_half_bytes", "launch_overhead_s")
+
+
+@dataclass(frozen=True)
+class ComputeFit:
+    efficiency: Efficiency
+    names: tuple[str, ...]
+    """Fitted parameter names, e.g. ``matmul.peak_fraction``, ``launch_overhead_s``."""
+    unidentified: tuple[str, ...]
+    """Parameters the rows barely constrain (left near the base by the prior)."""
+    cost: float
+    nfev: int
+    success: bool
+
+
+def _names(classes: Sequence[OpClass]) -> list[str]:
+    return [f"{c.value}.{p}" for c in classes for p in ("peak_fraction", "half_flops")] + list(_GLOBALS)
+
+
+def _kind(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+def efficiency_from(theta: np.ndarray, names: Sequence[str], start: Efficiency) -> Efficiency:
+    """The Efficiency whose fitted fields are exp(θ) (unvalidated copy: cheap inside the fit loop)."""
+    values = dict(zip(names, np.exp(theta), strict=True))
+    compute = dict(start.compute)
+    for name in names:
+        if "." in name:
+            cls = OpClass(name.split(".")[0])
+            compute[cls] = ComputeCurve.model_construct(peak_fraction=float(values[f"{cls.value}.peak_fraction"]),
+                                                        half_flops=float(values[f"{cls.value}.half_flops"]))
+    update = {g: float(values[g]) for g in _GLOBALS}
+    return start.model_copy(update={"compute": compute, **update})
+
+
+def _theta_of(eff: Efficiency, names: Sequence[str]) -> np.ndarray:
+    vals = []
+    for name in names:
+        if "." in name:
+            cls, field = name.split(".")
+            vals.append(getattr(eff.curve(OpClass(cls)), field))
+        else:
+            vals.append(getattr(eff, name))
+    return np.log([min(max(v, BOUNDS[_kind(n)][0]), BOUNDS[_kind(n)][1]) for v, n in zip(vals, names, strict=True)])
+
+
+def _reference_peak(row: Row, device: Device) -> float:
+    if row.op_class in MATRIX_CLASSES:
+        return matrix_peak_flops_per_s(device, row.dtype)
+    return device.vector_peak_flops_per_s
+
+
+def _half_point(sizes: Sequence[float], rates: Sequence[float]) -> float:
+    """The size whose achieved rate is closest to half the best rate: the definition of a half size."""
+    best = max(rates)
+    return min(zip(sizes, rates, strict=True), key=lambda sr: abs(math.log(max(sr[1], 1e-300) / (best / 2))))[0]
+
+
+def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base: np.ndarray) -> np.ndarray:
+    """Best achieved fraction of peak per class; half sizes where the achieved rate is half the best;
+    the best streaming rate; half the fastest call as launch overhead."""
+    guess = dict(zip(names, np.exp(base), strict=True))
+    for name in names:
+        if name.endswith(".peak_fraction"):
+            cls = OpClass(name.split(".")[0])
+            mine = [r for r in rows if r.op_class == cls and r.flops > 0 and r.phase != "optim"]
+            guess[name] = max(r.flops_per_s / _reference_peak(r, device) for r in mine)
+            guess[f"{cls.value}.half_flops"] = _half_point([r.flops / r.calls for r in mine],
+                                                           [r.flops_per_s for r in mine])
+    streaming = [r for r in rows if r.op_class not in MATRIX_CLASSES and r.bytes_moved > 0]
+    guess["memory_bandwidth_fraction"] = max(r.bytes_per_s for r in streaming) / device.memory_bandwidth_bytes_per_s
+    guess["memory_half_bytes"] = _half_point([r.bytes_moved / r.calls for r in streaming],
+                                             [r.bytes_per_s for r in streaming])
+    guess["launch_overhead_s"] = min(r.median_s / r.calls for r in rows) / 2
+    return np.log([min(max(guess[n], BOUNDS[_kind(n)][0]), BOUNDS[_kind(n)][1]) for n in names])
+
+
+def _starts(rows: Sequence[Row], names: Sequence[str], device: Device, prior: np.ndarray) -> list[np.ndarray]:
+    """The base values, the data guess, and the data guess with every half size ÷ 30 (launch overhead
+    absorbs part of the small-op slowdown, so the true half sizes are often below the half points).
+    Several starts because a half size far below its true value has almost no gradient (∂t/∂ln h ∝ h)."""
+    guess = _data_guess(rows, names, device, prior)
+    smaller = guess - np.array([math.log(30.0) if _kind(n).startswith(("half", "memory_half")) else 0.0
+                                for n in names])
+    return [prior, guess, smaller]
+
+
+def _unidentified(jac: np.ndarray, n_rows: int, names: Sequence[str]) -> tuple[str, ...]:
+    data = np.linalg.norm(jac[:n_rows], axis=0)
+    scale = max(float(data.max()), 1e-12)
+    return tuple(n for n, v in zip(names, data, strict=True) if v < 1e-3 * scale)
+
+
+def fit_compute(rows: Sequence[Row], device: Device, start: Efficiency) -> ComputeFit:
+    """Fit ``start``'s compute-side parameters to ``rows`` (compute rows: ``op_class`` not None)."""
+    rows = [r for r in rows if r.op_class is not None]
+    classes = sorted({r.op_class for r in rows if r.flops > 0 and r.phase != "optim"}, key=lambda c: c.value)
+    names = _names(classes)
+    log_t = np.log([r.median_s for r in rows])
+    prior = _theta_of(start, names)
+    lo = np.log([BOUNDS[_kind(n)][0] for n in names])
+    hi = np.log([BOUNDS[_kind(n)][1] for n in names])
+
+    def resid(theta: np.ndarray) -> np.ndarray:
+        eff = efficiency_from(theta, names, start)
+        pred = np.log([predict_row(r, device, eff) for r in rows])
+        return np.concatenate([pred - log_t, PRIOR_WEIGHT * (theta - prior)])
+
+    best = None
+    for x0 in _starts(rows, names, device, prior):
+        res = least_squares(resid, np.clip(x0, lo, hi), bounds=(lo, hi), loss="soft_l1", f_scale=0.2,
+                            x_scale=1.0, max_nfev=300 * len(names))
+        if best is None or res.cost < best.cost:
+            best = res
+    eff = efficiency_from(best.x, names, start)
+    return ComputeFit(eff, tuple(names), _unidentified(best.jac, len(rows), names), float(best.cost),
+                      int(best.nfev), bool(best.success))

@@ -1,0 +1,59 @@
+"""What the cost layer predicts for one measured row: the *same* functions ``estimate`` uses, so a fit
+against these predictions is a fit of the estimator itself (fit and estimate cannot drift).
+
+* forward rows: ``simtrain.cost.compute.op_seconds`` on the row's FLOPs and bytes, with the GEMM
+  geometry the model graph gives that op (``simtrain.graph.rules``: a conv is the implicit GEMM
+  m = P·Q positions, n = K/G, k = (C/G)·R·S, batch = G);
+* backward rows: the estimator costs backward as separate activation-gradient and weight-gradient ops
+  (``simtrain.cost.op_cost.op_cost``), each with the op's own GEMM geometry and its own launch; a
+  row's ``calls`` parts split its FLOPs and bytes evenly (exact for GEMMs: dA and dB both cost
+  2mnk FLOPs and mn + kn + mk elements);
+* optimizer rows: the memory leg on the step's traffic plus one launch per kernel
+  (``simtrain.parallel.program._optimizer_seconds``: ``memory_seconds(passes × 4 B × params) +
+  kernels × launch_overhead_s``; the row's bytes and calls come from ``simtrain.cost.optimizer``);
+* collective rows: ``simtrain.cost.collectives.collective_time`` on a one-dimension switch topology of
+  ``world_size`` ranks (the fitted link), algorithm chosen as the estimator chooses it.
+"""
+
+from __future__ import annotations
+
+from simtrain.calibrate.records import Row
+from simtrain.cost.compute import memory_seconds, op_seconds
+from simtrain.graph.op import Gemm
+from simtrain.specs.hardware import Device, Efficiency
+
+__all__ = ["row_gemm", "predict_row", "predict_collective"]
+
+
+def row_gemm(row: Row) -> tuple[Gemm | None, int]:
+    """(GEMM geometry, actual row count) of a matrix row, as the graph rules describe that op."""
+    p = row.params
+    if row.bench == "gemm":
+        return Gemm(p["m"], p["n"], p["k"]), int(p["m"])
+    if row.bench == "bmm":
+        return Gemm(p["m"], p["n"], p["k"], p["batch"]), int(p["m"])
+    if row.bench == "conv2d":
+        g = int(p["groups"])
+        positions = int(p["p"]) * int(p["q"])
+        gemm = Gemm(positions, int(p["k"]) // g, (int(p["c"]) // g) * int(p["r"]) * int(p["s"]), g)
+        return gemm, positions * int(p["n"])
+    return None, 1
+
+
+def predict_row(row: Row, device: Device, eff: Efficiency) -> float:
+    """Predicted seconds of one timed call of a compute row (``row.op_class`` is not None)."""
+    if row.phase == "optim":
+        return memory_seconds(row.bytes_moved, device, eff) + row.calls * eff.launch_overhead_s
+    gemm, m_rows = row_gemm(row)
+    parts = row.calls
+    return parts * op_seconds(row.flops / parts, row.bytes_moved / parts, row.op_class, device, row.dtype,
+                              gemm=gemm, efficiency=eff, m_rows=m_rows)
+
+
+def predict_collective(row: Row, bandwidth_bytes_per_s: float, latency_s: float, eff: Efficiency) -> float:
+    """Predicted seconds of a collective row on a one-dimension switch of ``world_size`` ranks whose
+    per-rank per-direction bandwidth and per-step latency are the (fitted) link's."""
+    from simtrain.cost.collectives import LogicalTopology, collective_time
+    topo = LogicalTopology.single(int(row.params["world_size"]), bandwidth_bytes_per_s, latency_s,
+                                  kind="switch", tier=str(row.params.get("backend", "link")))
+    return collective_time(row.bench, row.bytes_moved, topo, efficiency=eff).seconds

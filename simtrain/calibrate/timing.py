@@ -1,0 +1,84 @@
+"""Timing one callable: warm-ups, an inner loop long enough for the clock, repeats, median and spread.
+
+Method: after ``warmup`` calls, one timed call gives a first estimate ``t1``; each sample then times
+``inner = ceil(min_sample_s / t1)`` back-to-back calls (so timer resolution and Python overhead per
+sample stay small against the sample) and divides by ``inner``. Samples repeat until ``repeats`` are
+taken or ``max_total_s`` has passed (never fewer than 3). On CPU the clock is ``time.perf_counter``;
+on CUDA a pair of ``torch.cuda.Event(enable_timing=True)`` brackets the inner loop and the host waits
+on the end event, so the time is device time of the queued kernels, not of their launch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Timing", "TimingPlan", "time_call", "synchronize"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Time per call: median and the 10th/90th percentiles over ``repeats`` samples of ``inner`` calls."""
+
+    median_s: float
+    p10_s: float
+    p90_s: float
+    repeats: int
+    inner: int
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """How hard to time: quick runs take fewer, shorter samples."""
+
+    warmup: int = 2
+    repeats: int = 7
+    min_sample_s: float = 2e-3
+    max_total_s: float = 0.5
+    max_inner: int = 10_000
+
+
+def synchronize(device: str) -> None:
+    """Wait for queued device work (a no-op on CPU, where torch ops are synchronous)."""
+    if device == "cuda":
+        import torch
+        torch.cuda.synchronize()
+
+
+def _sample_cpu(fn: Callable[[], object], inner: int) -> float:
+    start = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    return (time.perf_counter() - start) / inner
+
+
+def _sample_cuda(fn: Callable[[], object], inner: int) -> float:
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(inner):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e-3 / inner  # elapsed_time is in milliseconds
+
+
+def time_call(fn: Callable[[], object], plan: TimingPlan = TimingPlan(), device: str = "cpu") -> Timing:
+    """Median / p10 / p90 seconds per call of ``fn`` on ``device`` ("cpu" or "cuda")."""
+    sample = _sample_cuda if device == "cuda" else _sample_cpu
+    for _ in range(plan.warmup):
+        fn()
+    synchronize(device)
+    t1 = max(sample(fn, 1), 1e-9)
+    inner = int(min(plan.max_inner, max(1, math.ceil(plan.min_sample_s / t1))))
+    times: list[float] = []
+    deadline = time.perf_counter() + plan.max_total_s
+    while len(times) < plan.repeats and (len(times) < 3 or time.perf_counter() < deadline):
+        times.append(sample(fn, inner))
+    arr = np.asarray(times)
+    p10, med, p90 = (float(v) for v in np.percentile(arr, [10, 50, 90]))
+    return Timing(median_s=med, p10_s=min(p10, med), p90_s=max(p90, med), repeats=len(times), inner=inner)

@@ -1,0 +1,252 @@
+"""Calibration fit: recovers hand-chosen parameters from synthetic measurements made by the cost
+layer's own op-time function (with noise); work counts by hand; profiles round-trip; hashes move."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from simtrain.calibrate import counts
+from simtrain.calibrate.fit import calibrate, fit, load_profile, profile_key, profile_link
+from simtrain.calibrate.fit_compute import fit_compute
+from simtrain.calibrate.fit_links import fit_alpha_beta, fit_backend_link
+from simtrain.calibrate.machine import derived_cpu_peak_flops_per_s, machine_slug
+from simtrain.calibrate.predict import predict_collective, predict_row
+from simtrain.calibrate.records import MachineFacts, Measurements, Row
+from simtrain.glossary import DType, OpClass
+from simtrain.specs.hardware import Cluster, Efficiency
+from tests.conftest import invented_device
+
+# ------------------------------------------------------------------------------------------------
+# work counts, by hand
+# ------------------------------------------------------------------------------------------------
+
+
+def test_gemm_counts_by_hand():
+    # C[2,3] = A[2,4]·B[4,3]: 2·2·3·4 = 48 FLOPs; A 8 + B 12 + C 6 = 26 elements × 4 B = 104 B.
+    assert counts.gemm_counts(2, 3, 4, 4) == (48.0, 104.0)
+    # backward: dA and dB, 2 × 48 = 96 FLOPs; 2·(mn + kn + mk) = 2·(6 + 12 + 8) = 52 elements → 208 B.
+    assert counts.gemm_counts(2, 3, 4, 4, backward=True) == (96.0, 208.0)
+
+
+def test_conv_counts_by_hand():
+    # N=1, C=2, 4×4 input, K=3 filters 3×3, stride 1, pad 1 → 4×4 output (P = (4 + 2 − 3)/1 + 1 = 4).
+    # FLOPs = 2·N·K·P·Q·(C/G)·R·S = 2·1·3·16·2·9 = 1728. I = 32, W = 3·2·9 = 54, O = 48 → 134 el × 4 B.
+    assert counts.conv2d_out_hw(4, 4, 3, 3, 1, 1) == (4, 4)
+    assert counts.conv2d_counts(1, 2, 4, 4, 3, 3, 3, 1, 1, 1, 4) == (1728.0, 536.0)
+    # depthwise (groups = C = 2, K = 2): 2·1·2·16·1·9 = 576 FLOPs; W = 2·1·9 = 18; I 32, O 32 → 82 el.
+    assert counts.conv2d_counts(1, 2, 4, 4, 2, 3, 3, 1, 1, 2, 4) == (576.0, 328.0)
+
+
+def test_attention_counts_by_hand():
+    # B=1, H=2, S=4, D=8: QKᵀ and P·V are 2·4·4·8 = 256 each → 2·512 = 1024 FLOPs; Q, K, V, O
+    # = 4 · 2 · 4 · 8 = 256 elements × 2 B (bf16) = 512 B. Causal keeps (4 + 1)/(2·4) = 5/8 → 640.
+    assert counts.attention_counts(1, 2, 4, 4, 8, False, 2) == (1024.0, 512.0)
+    assert counts.attention_counts(1, 2, 4, 4, 8, True, 2)[0] == pytest.approx(640.0)
+    assert counts.attention_counts(1, 2, 4, 4, 8, False, 2, backward=True) == (2048.0, 1024.0)
+
+
+def test_vector_counts_by_hand():
+    assert counts.elementwise_counts("add", 10, 4) == (10.0, 120.0)   # read 2, write 1
+    assert counts.elementwise_counts("gelu", 10, 2) == (50.0, 40.0)   # 5 FLOPs, read 1 write 1
+    assert counts.norm_counts("layernorm", 12, 4, 4) == (96.0, 4 * (24 + 8))  # x, y + γ, β
+    assert counts.softmax_counts(6, 4) == (30.0, 48.0)
+    assert counts.embedding_counts(3, 5, 4) == (0.0, 3 * 8 + 2 * 3 * 5 * 4)
+    # AdamW fused: 13 FLOPs/param (cost/optimizer.py), 7 passes × 4 B; unfused 16 passes, 7 kernels/tensor
+    assert counts.optimizer_counts("adamw", 100, 2, True) == (1300.0, 2800.0, 1)
+    assert counts.optimizer_counts("adamw", 100, 2, False) == (1300.0, 6400.0, 14)
+
+
+def test_cpu_peak_from_machine_facts_by_hand():
+    # 2 cores × 8 fp32 lanes (AVX2) × 2 FMA pipes × 2 FLOPs × 2.0 GHz = 128 GFLOP/s
+    facts = _facts("cpu", flags=("avx2", "fma", "sse2"), mhz=2000.0)
+    assert derived_cpu_peak_flops_per_s(facts) == pytest.approx(128e9)
+    assert derived_cpu_peak_flops_per_s(_facts("cpu", flags=("avx512f", "avx2", "fma"), mhz=1000.0)) == 128e9
+    assert machine_slug(facts) == "amd-epyc-2c"
+    xeon = _facts("cpu", model="Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz")
+    assert machine_slug(xeon) == "intel-xeon-platinum-8375c-2c"
+
+
+# ------------------------------------------------------------------------------------------------
+# synthetic measurements
+# ------------------------------------------------------------------------------------------------
+TRUTH = {"matmul": (0.7, 5e7), "conv": (0.5, 1e8), "elementwise": (0.02, 2e5), "norm": (0.05, 1e6)}
+# every half_flops costs a small op more than the launch overhead (h / (peak · fraction) ≥ 10 µs), so
+# the rows identify it
+TRUE_GLOBALS = {"memory_bandwidth_fraction": 0.7, "memory_half_bytes": 2e5, "launch_overhead_s": 4e-6}
+
+
+def _facts(device="cuda", flags=("avx2", "fma"), mhz=2000.0, model="AMD EPYC") -> MachineFacts:
+    return MachineFacts(cpu_model=model, cpu_cores=2, cpu_flags=tuple(flags), cpu_mhz=mhz,
+                        torch_version="test", threads=2, device=device, date="2000-01-01")
+
+
+def _truth_eff() -> Efficiency:
+    compute = {c.value: {"peak_fraction": 0.3, "half_flops": 0.0} for c in OpClass}
+    compute.update({k: {"peak_fraction": p, "half_flops": h} for k, (p, h) in TRUTH.items()})
+    return Efficiency.model_validate({"compute": compute, **TRUE_GLOBALS})
+
+
+def _row(bench, op_class, work, phase="fw", calls=1, **params) -> Row:
+    return Row(bench, op_class, DType.FP32, params, work[0], work[1], 1.0, 1.0, 1.0, 5, phase, calls)
+
+
+def _shapes() -> list[Row]:
+    rows = []
+    for n in (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 333, 1000):
+        rows.append(_row("gemm", OpClass.MATMUL, counts.gemm_counts(n, n, n, 4), m=n, n=n, k=n))
+        rows.append(_row("gemm", OpClass.MATMUL, counts.gemm_counts(n, n, n, 4, backward=True), "bw", 2,
+                         m=n, n=n, k=n))
+    for n, c, hw in ((8, 64, 28), (32, 128, 14), (2, 16, 8), (64, 256, 14), (1, 8, 8)):
+        geom = dict(n=n, c=c, h=hw, w=hw, k=c, r=3, s=3, stride=1, pad=1, groups=1, p=hw, q=hw)
+        rows.append(_row("conv2d", OpClass.CONV, counts.conv2d_counts(n, c, hw, hw, c, 3, 3, 1, 1, 1, 4), **geom))
+    for numel in (1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 22, 1 << 25):
+        for op in ("add", "gelu"):
+            rows.append(_row(op, OpClass.ELEMENTWISE, counts.elementwise_counts(op, numel, 4), numel=numel))
+        rows.append(_row("copy", OpClass.MEMORY, counts.copy_counts(numel, 4), numel=numel))
+        rows.append(_row("layernorm", OpClass.NORM, counts.norm_counts("layernorm", numel, 256, 4), numel=numel))
+    for tensors, fused in ((64, True), (64, False), (8, False)):
+        f, b, k = counts.optimizer_counts("adamw", tensors * 65536, tensors, fused)
+        rows.append(_row("adamw", OpClass.ELEMENTWISE, (f, b), "optim", k, tensors=tensors))
+    return rows
+
+
+def _synthetic(device, eff, sigma=0.02, seed=0, bump=1.0) -> Measurements:
+    """Times from predict_row (the cost layer itself) × lognormal noise; ``bump`` scales one row."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, r in enumerate(_shapes()):
+        t = predict_row(r, device, eff) * math.exp(sigma * rng.standard_normal()) * (bump if i == 0 else 1.0)
+        rows.append(Row(r.bench, r.op_class, r.dtype, r.params, r.flops, r.bytes_moved, t, t * 0.98, t * 1.02,
+                        5, r.phase, r.calls))
+    return Measurements(tuple(rows), _facts())
+
+
+def _start_eff() -> Efficiency:
+    """A start far from the truth: every class at 0.5 of peak, no size effects, no overhead."""
+    return Efficiency.model_validate({"compute": {c.value: {"peak_fraction": 0.5, "half_flops": 0.0} for c in OpClass},
+                                      "memory_bandwidth_fraction": 0.5, "launch_overhead_s": 1e-7})
+
+
+def test_fit_recovers_hand_chosen_parameters_from_noisy_synthetic_rows():
+    dev = invented_device()  # 1 TFLOP/s fp32 (= vector rate), 100 GB/s, no matrix-unit geometry
+    m = _synthetic(dev, _truth_eff())
+    got = fit_compute(m.rows, dev, _start_eff()).efficiency
+    for cls, (pf, half) in TRUTH.items():
+        curve = got.curve(OpClass(cls))
+        assert curve.peak_fraction == pytest.approx(pf, rel=0.05), cls
+        assert curve.half_flops == pytest.approx(half, rel=0.35), cls
+    assert got.memory_bandwidth_fraction == pytest.approx(0.7, rel=0.05)
+    assert got.memory_half_bytes == pytest.approx(2e5, rel=0.35)
+    assert got.launch_overhead_s == pytest.approx(4e-6, rel=0.25)
+
+
+def test_calibrate_keeps_datasheet_peaks_and_names_the_device():
+    dev = invented_device(efficiency=_start_eff().model_dump())
+    m = _synthetic(dev, _truth_eff(), sigma=0.0)
+    cal = fit(m, dev)
+    assert cal.device.name == f"invented-calibrated-{cal.key[:8]}"
+    assert cal.device.peak_flops_per_s == dev.peak_flops_per_s
+    assert cal.mape_by_group()["all"] < 2.0  # noise-free rows from the model itself fit (almost) exactly
+    assert calibrate(m, dev) == cal.device  # deterministic
+    assert Cluster.single(cal.device).device == cal.device
+
+
+def test_cpu_base_gets_first_principles_peak_and_only_measured_dtypes():
+    cpu = invented_device(kind="cpu", efficiency=_start_eff().model_dump())
+    m = _synthetic(cpu, _truth_eff())
+    m = Measurements(m.rows, _facts("cpu", mhz=2000.0))
+    d = fit(m, cpu).device
+    # best GEMM (8192³ at 0.7 TFLOP/s) beats 128 GFLOP/s from the facts → the peak is the best rate
+    best = max((r for r in m.rows if r.bench == "gemm" and r.phase == "fw"), key=lambda r: r.flops_per_s)
+    assert set(d.peak_flops_per_s) == {DType.FP32}
+    assert d.peak(DType.FP32) == pytest.approx(best.flops_per_s)
+    assert d.peak_flops_per_s[DType.FP32].mark.value == "D"
+    assert d.vector_flops_per_s is None
+
+
+def test_profile_round_trips_and_works_as_a_device_spec(tmp_path):
+    from simtrain.specs.hardware import Node
+    from simtrain.specs.library import load_device
+    dev = invented_device(efficiency=_start_eff().model_dump())
+    cal = fit(_synthetic(dev, _truth_eff()), dev)
+    path = cal.save_profile(tmp_path / "profile.yaml")
+    assert load_profile(path) == cal.device
+    assert load_device(path) == cal.device
+    node = Node.model_validate({"name": "n", "device": str(path), "devices_count": 1, "fabric": {"topology": "none"},
+                                "host": {"cpu_cores": {"value": 2, "source": "test"},
+                                         "dram_bandwidth_bytes_per_s": {"value": 1e10, "source": "test"}}})
+    assert node.device == cal.device
+
+
+def test_a_plain_device_is_not_a_profile(tmp_path):
+    from simtrain.errors import SpecError
+    path = tmp_path / "dev.yaml"
+    import yaml
+    path.write_text(yaml.safe_dump({"spec": "device", **invented_device().model_dump(mode="json", exclude_none=True)}))
+    with pytest.raises(SpecError, match="not a calibration profile"):
+        load_profile(path)
+
+
+def test_hash_and_key_change_when_measurements_or_base_change():
+    dev = invented_device()
+    m1, m2 = _synthetic(dev, _truth_eff()), _synthetic(dev, _truth_eff(), bump=1.01)
+    assert m1.hash == _synthetic(dev, _truth_eff()).hash  # same numbers, same hash
+    assert m1.hash != m2.hash
+    assert profile_key(m1, dev) != profile_key(m2, dev)
+    assert profile_key(m1, dev) != profile_key(m1, invented_device(name="other"))
+
+
+def test_measurements_json_round_trip(tmp_path):
+    m = _synthetic(invented_device(), _truth_eff())
+    path = m.save(tmp_path / "m.json")
+    back = Measurements.load(path)
+    assert back.rows == m.rows and back.machine == m.machine and back.hash == m.hash
+
+
+# ------------------------------------------------------------------------------------------------
+# communication
+# ------------------------------------------------------------------------------------------------
+def test_alpha_beta_recovers_latency_and_bandwidth():
+    # t = 50 µs + S / 2 GB/s, exactly
+    sizes = [2.0 ** p for p in range(8, 26, 2)]
+    ab = fit_alpha_beta(sizes, [50e-6 + s / 2e9 for s in sizes])
+    assert ab.alpha_s == pytest.approx(50e-6, rel=0.02)
+    assert ab.bytes_per_s == pytest.approx(2e9, rel=0.02)
+
+
+def test_collective_link_fit_recovers_bandwidth_step_and_base_latency():
+    """Rows made by collective_time (through predict_collective) at known B, α, base; fit recovers them."""
+    eff = invented_device().efficiency
+    truth = eff.model_copy(update={"extra": {"collective_base_latency_s": 30e-6, "collective_step_overhead_s": 0.0}})
+    rows = []
+    for world in (2, 4):
+        for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
+            for size in (2 ** p for p in range(10, 26, 3)):
+                r = Row(op, None, DType.FP32, {"backend": "gloo", "world_size": world, "message_bytes": size},
+                        0.0, float(size), 1.0, 1.0, 1.0, 5)
+                t = predict_collective(r, 3e9, 80e-6, truth)
+                rows.append(Row(r.bench, None, r.dtype, r.params, 0.0, r.bytes_moved, t, t, t, 5))
+    lf = fit_backend_link(rows, eff)
+    assert lf.bandwidth_bytes_per_s == pytest.approx(3e9, rel=0.03)
+    assert lf.latency_s == pytest.approx(80e-6, rel=0.05)
+    assert lf.base_latency_s == pytest.approx(30e-6, rel=0.15)
+
+
+def test_profile_carries_the_fitted_gloo_link(tmp_path):
+    dev = invented_device(kind="cpu", efficiency=_start_eff().model_dump())
+    m = _synthetic(dev, _truth_eff())
+    extra_rows = []
+    for size in (1024, 65536, 1 << 20, 1 << 24):
+        for op in ("all_reduce", "broadcast"):
+            t = 1e-4 + size / 1e9
+            extra_rows.append(Row(op, None, DType.FP32, {"backend": "gloo", "world_size": 2, "message_bytes": size},
+                                  0.0, float(size), t, t, t, 5))
+    m = Measurements(m.rows + tuple(extra_rows), _facts("cpu"))
+    cal = fit(m, dev)
+    link = profile_link(load_profile(cal.save_profile(tmp_path / "p.yaml")))
+    assert link == cal.links["gloo"]
+    assert cal.device.efficiency.link_bandwidth_fraction == 1.0  # the link is already effective
+    assert {"collective:gloo:all_reduce", "collective:gloo:broadcast"} <= set(cal.mape_by_group())
