@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from simtrain.glossary import DeviceKind, DType, LinkKind, OpClass
+from simtrain.specs.efficiency import ComputeCurve, Efficiency  # noqa: F401  (re-exported)
 from simtrain.specs.base import (
     Bytes, BytesPerS, DollarsPerHour, FlopsPerS, Hertz, Seconds, Sourced, Spec, Watts,
 )
@@ -24,43 +25,6 @@ __all__ = [
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", min_length=1, max_length=80)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
-
-
-# ----------------------------------------------------------------------------------------------
-# Efficiency: data, not code. Defaults per device kind live in hardware_specs/efficiency/<kind>.yaml;
-# calibration replaces them with fitted values.
-# ----------------------------------------------------------------------------------------------
-class ComputeCurve(Spec):
-    """Achieved fraction of peak as a function of op size: ``peak_fraction · f / (f + half_flops)``.
-
-    ``peak_fraction`` is the large-op ceiling (for matmuls: max achievable matmul FLOP/s over the
-    datasheet peak, "MAMF"); ``half_flops`` is the op size (FLOPs) at which half the ceiling is reached.
-    """
-
-    peak_fraction: Fraction
-    half_flops: Annotated[float, Field(ge=0)] = 0.0
-
-
-class Efficiency(Spec):
-    """Efficiency parameters of one device (defaults per kind; fitted by ``st.calibrate``)."""
-
-    library_kind: ClassVar[str | None] = "efficiency"
-
-    compute: dict[OpClass, ComputeCurve]
-    memory_bandwidth_fraction: Fraction = 0.85
-    memory_half_bytes: Annotated[float, Field(ge=0)] = 0.0
-    launch_overhead_s: Seconds = 0.0
-    link_bandwidth_fraction: Fraction = 0.8
-    link_latency_scale: Annotated[float, Field(gt=0, le=1000)] = 1.0
-    source: str = "default"
-    extra: dict[str, float] = Field(default_factory=dict)
-
-    def curve(self, op_class: OpClass) -> ComputeCurve:
-        try:
-            return self.compute[op_class]
-        except KeyError:
-            from simtrain.errors import MissingRuleError
-            raise MissingRuleError(f"efficiency has no curve for op class {op_class!s}") from None
 
 
 # ----------------------------------------------------------------------------------------------
