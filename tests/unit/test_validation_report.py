@@ -1,0 +1,68 @@
+"""The validation report's arithmetic on hand-made cases, and the suite's small pure helpers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from validation.report import Case, MetricSummary, load_cases, summarise, write_json, write_markdown
+
+
+def test_error_and_mape_by_hand():
+    # step: +10 % and −30 %  → MAPE 20 %, worst −30 %;  stall 0.002 vs 0.001 of a 0.02 s iteration → +5 %
+    cases = [Case("a", "step_time", 1.1, 1.0), Case("b", "step_time", 0.7, 1.0),
+             Case("loader", "pipeline_stall", 0.002, 0.001, basis=0.02)]
+    assert cases[0].error_pct == pytest.approx(10.0)
+    assert cases[2].error_pct == pytest.approx(5.0)
+    s = summarise(cases)
+    assert s["step_time"] == MetricSummary("step_time", 2, pytest.approx(20.0), "b", pytest.approx(-30.0))
+    assert s["pipeline_stall"].mape_pct == pytest.approx(5.0)
+
+
+def test_undefined_errors_are_left_out_of_the_summary():
+    cases = [Case("zero", "pipeline_stall", 0.0, 0.0), Case("nan", "step_time", math.nan, 1.0)]
+    assert all(c.error_pct is None for c in cases)
+    assert summarise(cases) == {}
+
+
+def test_unknown_metric_is_refused():
+    with pytest.raises(ValueError, match="unknown metric"):
+        Case("x", "latency", 1.0, 1.0)
+
+
+def test_json_round_trip_and_markdown(tmp_path):
+    cases = [Case("gpt/small b8", "step_time", 2e-3, 4e-3, detail={"threads": 1}),
+             Case("gpt/small b8", "flops", 100.0, 100.0)]
+    meta = {"machine": {"cpu_model": "Test CPU", "cpu_cores": 2}, "calibration": {"key": "ab" * 32}}
+    back, rest = load_cases(write_json(tmp_path / "r.json", cases, meta))
+    assert back == cases and rest["summary"]["step_time"]["mape_pct"] == pytest.approx(50.0)
+    md = write_markdown(tmp_path / "r.md", cases, dict(meta, machine_slug="test-2c"), notes=["a note"],
+                        sections=[("Extra", ["line"])]).read_text()
+    assert "| step_time | 1 | 50.00 % | gpt/small b8 | -50.00 % |" in md
+    assert "- a note" in md and "## Extra" in md and "| gpt/small b8 | flops |" in md
+
+
+def test_theil_sen_ignores_one_outlier():
+    from validation.overhead import theil_sen
+    # y = 2x + 1 at x = 0..4, and one outlier at x = 5: of the 15 pairwise slopes the 10 clean pairs
+    # give 2, the 5 with the outlier more, so the median (8th) is 2; residuals y − 2x = 1,1,1,1,1,90 → 1
+    x = [0, 1, 2, 3, 4, 5]
+    y = [1, 3, 5, 7, 9, 100]
+    slope, intercept = theil_sen(x, y)
+    assert slope == pytest.approx(2.0)
+    assert intercept == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("name, cls", [
+    ("aten::addmm", "matmul"), ("aten::mm", "matmul"), ("aten::bmm", "matmul"),
+    ("aten::convolution_backward", "conv"), ("aten::mkldnn_convolution", "conv"),
+    ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "attention"),
+    ("aten::native_layer_norm_backward", "norm"), ("aten::native_batch_norm", "norm"),
+    ("aten::_log_softmax_backward_data", "reduction"), ("aten::nll_loss_forward", "reduction"),
+    ("aten::embedding_dense_backward", "embedding"), ("aten::copy_", "memory"), ("aten::cat", "memory"),
+    ("aten::gelu_backward", "elementwise"), ("aten::bernoulli_", "elementwise"),
+])
+def test_profiler_names_map_to_op_classes(name, cls):
+    from validation.diagnose import class_of_aten
+    assert class_of_aten(name) == cls

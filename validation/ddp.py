@@ -1,0 +1,258 @@
+"""Data parallelism for real: DistributedDataParallel over gloo, 2 processes of 1 thread each on this
+machine, versus simtrain's dp = 2 prediction.
+
+Measured, per model (rank 0's medians; every sample starts at a barrier so both ranks start together):
+
+* ``overlap``   — DDP as shipped: gradients all-reduced in buckets (25 MiB) while backward runs;
+* ``no_overlap`` — ``ddp.no_sync()`` for forward + backward, then one all-reduce of the flattened
+  gradients (÷ world size) and the optimizer step: communication strictly after backward;
+* ``allreduce`` — that all-reduce alone (after a barrier), the number the prediction's dp collective
+  is compared with;
+* for attributing the step error (reported in each case's detail): rank 0's local step alone (no
+  DDP; rank 1 idle) and both ranks' local steps at once without communication — the difference is
+  what two processes sharing one CPU's cores, caches and memory bandwidth cost, which a cluster of
+  independent devices does not have.
+
+Predicted: ``st.estimate`` on a one-node cluster of two calibrated 1-thread devices joined by the
+calibrated gloo link (:func:`simtrain.calibrate.fit.profile_link`) on a plain switch fabric, with
+``TrainConfig(dp=2, dp_overlap=True | False, dp_bucket_bytes=BUCKET_BYTES)``; the per-rank micro-batch
+is the per-process batch. Buckets are 2 MiB on both sides (``DDP(bucket_cap_mb=2)``) so the models'
+10 MiB of gradients make several buckets and overlap has something to hide (at DDP's default 25 MiB
+they are one bucket and nothing overlaps).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+
+import simtrain as st
+from simtrain.specs.base import Sourced
+from simtrain.specs.hardware import Cluster, Fabric, Host, Network, Node
+from validation.report import Case
+
+__all__ = ["DdpTimes", "measure_ddp", "dp_cluster", "predict_ddp", "ddp_cases", "attribution_markdown", "WORLD",
+           "BUCKET_BYTES"]
+
+WORLD = 2
+BUCKET_BYTES = 2 * 2**20
+
+
+@dataclass(frozen=True)
+class DdpTimes:
+    overlap_s: float
+    no_overlap_s: float
+    allreduce_s: float
+    grad_bytes: int
+    per_rank_batch: int
+    alone_s: float = float("nan")
+    """Rank 0's local step (no DDP, no communication) while rank 1 idles: the 1-thread device alone."""
+    concurrent_s: float = float("nan")
+    """Both ranks' local steps at the same time, no communication: what sharing the CPU costs."""
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
+def _timed(fn, warmup: int, repeats: int) -> float:
+    import torch.distributed as dist
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        dist.barrier()
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return _median(samples)
+
+
+def _manual_sync(params, world: int):
+    """All-reduce of every gradient as one flat buffer (averaged), copied back into ``.grad``."""
+    import torch
+    import torch.distributed as dist
+    from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+    grads = [p.grad for p in params if p.grad is not None]
+    flat = _flatten_dense_tensors(grads)
+    dist.all_reduce(flat)
+    flat.div_(world)
+    with torch.no_grad():
+        for g, synced in zip(grads, _unflatten_dense_tensors(flat, grads), strict=True):
+            g.copy_(synced)
+
+
+def _one_model(name: str, size: str, per_rank_batch: int, rank: int, warmup: int, repeats: int) -> DdpTimes:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from validation.steps import make_optimizer
+    from validation.workloads import workloads
+    w = workloads(size, (name,))[0]
+    module, _, _ = w.build("cpu", seed=0)
+    inputs, loss_fn = w.make_batch(per_rank_batch, 100 + rank)  # each rank its own data
+    ddp = DDP(module, bucket_cap_mb=BUCKET_BYTES / 2**20)
+    params = [p for p in ddp.parameters() if p.requires_grad]
+    opt = make_optimizer(w.optimizer, params, "cpu")
+
+    def local() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss_fn(module(*inputs)).backward()
+        opt.step()
+
+    t_alone = _alone(local, rank, warmup, repeats)
+    t_conc = _timed(local, warmup, repeats)
+
+    def overlapped() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss_fn(ddp(*inputs)).backward()
+        opt.step()
+
+    def sequential() -> None:
+        opt.zero_grad(set_to_none=True)
+        with ddp.no_sync():
+            loss_fn(ddp(*inputs)).backward()
+        _manual_sync(params, WORLD)
+        opt.step()
+    t_overlap = _timed(overlapped, warmup, repeats)
+    t_seq = _timed(sequential, warmup, repeats)
+    flat = torch.zeros(sum(p.numel() for p in params))
+    t_ar = _timed(lambda: dist.all_reduce(flat), warmup, repeats)
+    return DdpTimes(t_overlap, t_seq, t_ar, int(flat.numel() * 4), per_rank_batch, t_alone, t_conc)
+
+
+def _alone(fn, rank: int, warmup: int, repeats: int) -> float:
+    """Median of ``fn`` on rank 0 while the other ranks wait at a barrier (nan on them)."""
+    import torch.distributed as dist
+    t = float("nan")
+    if rank == 0:
+        for _ in range(warmup):
+            fn()
+        samples = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - t0)
+        t = _median(samples)
+    dist.barrier()
+    return t
+
+
+def _rank_main(rank: int, jobs: list[tuple[str, str, int]], warmup: int, repeats: int, init: str, out) -> None:
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=WORLD)
+    try:
+        for name, size, batch in jobs:
+            times = _one_model(name, size, batch, rank, warmup, repeats)
+            if rank == 0:
+                out.put(times)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _collect(queue, procs, count: int) -> list[DdpTimes]:
+    """``count`` results from rank 0, failing fast when a rank dies (a dead rank would hang the other)."""
+    import queue as q
+    results: list[DdpTimes] = []
+    while len(results) < count:
+        try:
+            results.append(queue.get(timeout=1.0))
+        except q.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                for p in procs:
+                    p.kill()
+                raise RuntimeError(f"a DDP rank exited with {dead} before reporting") from None
+    return results
+
+
+def measure_ddp(jobs: list[tuple[str, str, int]], warmup: int, repeats: int) -> list[DdpTimes]:
+    """Run the three measurements of every (zoo name, size, per-rank batch) in one pair of spawned
+    processes; rank 0's medians, in order."""
+    import torch.multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = [ctx.Process(target=_rank_main, args=(r, list(jobs), warmup, repeats, f"file://{tmp}/store", queue))
+                 for r in range(WORLD)]
+        for p in procs:
+            p.start()
+        try:
+            results = _collect(queue, procs, len(jobs))
+        finally:
+            for p in procs:
+                p.join(timeout=60)
+                if p.is_alive():
+                    p.kill()
+        bad = [p.exitcode for p in procs if p.exitcode != 0]
+        if bad:
+            raise RuntimeError(f"DDP ranks exited with {bad}")
+    return results
+
+
+def dp_cluster(device, link, cores: int) -> Cluster:
+    """One node: ``WORLD`` ``device``s on a plain switch fabric of the calibrated ``link``."""
+    src = "validation: this machine's CPU shared by the DDP ranks"
+    host = Host(cpu_cores=Sourced[int](value=cores, source=src, mark="D"),
+                dram_bandwidth_bytes_per_s=Sourced[float](value=device.memory_bandwidth_bytes_per_s, source=src,
+                                                          mark="D"))
+    node = Node(name=f"{device.name[:40]}-x{WORLD}", device=device, devices_count=WORLD,
+                fabric=Fabric(topology="pcie_tree", link=link), host=host)
+    return Cluster(name=f"{node.name}-cluster", node=node, nodes_count=1, network=Network(topology="none"))
+
+
+def predict_ddp(model, cluster: Cluster, per_rank_batch: int, optimizer: str, overlap: bool) -> st.StepReport:
+    from validation.steps import train_config
+    cfg = train_config(WORLD * per_rank_batch, optimizer, micro_batch_size=per_rank_batch, dp=WORLD,
+                       dp_overlap=overlap, dp_bucket_bytes=BUCKET_BYTES)
+    return st.estimate(model, cluster, cfg)
+
+
+def _dp_comm_s(report: st.StepReport) -> float:
+    return sum(c.total_s for c in report.comm if c.axis == "dp")
+
+
+def ddp_cases(w, model, cluster: Cluster, times: DdpTimes) -> list[Case]:
+    """Step with / without overlap and the all-reduce, predicted vs measured."""
+    out = []
+    reports = {}
+    for overlap, measured in ((True, times.overlap_s), (False, times.no_overlap_s)):
+        r = reports[overlap] = predict_ddp(model, cluster, times.per_rank_batch, w.optimizer, overlap)
+        tag = "overlap" if overlap else "no_overlap"
+        out.append(Case(f"{w.name}/{w.size} dp2 b{times.per_rank_batch} {tag}", "ddp_step", r.step_time_s, measured,
+                        detail={"breakdown_s": dict(r.time_breakdown_s), "dp_comm_s": _dp_comm_s(r),
+                                "feasible": r.feasible, "reasons": list(r.reasons),
+                                "measured_rank_alone_s": times.alone_s,
+                                "measured_ranks_concurrent_no_comm_s": times.concurrent_s}))
+    r = reports[False]
+    out.append(Case(f"{w.name}/{w.size} dp2 allreduce {times.grad_bytes / 2**20:.1f} MiB", "allreduce",
+                    _dp_comm_s(r), times.allreduce_s, detail={"grad_bytes": times.grad_bytes}))
+    return out
+
+
+def attribution_markdown(cases: list[Case]) -> list[str]:
+    """Where the DDP step error comes from: predicted local work vs one rank alone vs both ranks at once
+    (no communication), then the communication the prediction adds and the measured DDP steps."""
+    lines = ["Milliseconds per step. 'local' = forward + backward + optimizer of one rank.", "",
+             "| model | predicted local | measured: rank alone | measured: both ranks, no comm | "
+             "predicted exposed comm | predicted step | measured DDP (overlap / no overlap) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    steps = [c for c in cases if c.metric == "ddp_step"]
+    for c in steps:
+        if not c.case.endswith(" overlap") or c.case.endswith("no_overlap"):
+            continue
+        other = next((d for d in steps if d.case == c.case[: -len("overlap")] + "no_overlap"), None)
+        b = c.detail.get("breakdown_s", {})
+        local = b.get("compute", 0.0) + b.get("optimizer", 0.0)
+        lines.append(f"| {c.case.rsplit(' ', 1)[0]} | {local * 1e3:.1f} | {c.detail['measured_rank_alone_s'] * 1e3:.1f} "
+                     f"| {c.detail['measured_ranks_concurrent_no_comm_s'] * 1e3:.1f} | {b.get('comm_exposed', 0.0) * 1e3:.1f} "
+                     f"| {c.predicted * 1e3:.1f} | {c.measured * 1e3:.1f} / "
+                     f"{other.measured * 1e3 if other else float('nan'):.1f} |")
+    return lines

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The validation suite on CUDA as one prepared command, for a machine with an NVIDIA GPU.
+#
+#   bash validation/run_gpu.sh [OUT_DIR]          (default validation/results)
+#
+# Runs, from the repository root, with the repository's virtual environment when there is one:
+#   1. a check that torch sees a GPU (exits 3 otherwise: nothing is written);
+#   2. python -m validation --device cuda --out OUT_DIR  — st.measure("cuda") on the full grid (GEMM,
+#      attention, copies, h2d/d2h, NCCL collectives where 2+ GPUs exist), st.calibrate, then the zoo
+#      at its standard sizes (fp32, true fp32: TF32 off), FLOPs, saved bytes and peak memory versus
+#      torch.cuda.max_memory_allocated; the DataLoader cases run on the host CPU. DDP is not run on
+#      CUDA (needs two GPUs for NCCL).
+# Writes OUT_DIR/<gpu>.{json,md,png} (<gpu> = a slug of the GPU name, e.g. nvidia-h200) and the
+# measurements it calibrated from, OUT_DIR/measurements-cuda-full-t<threads>.json (reused on a rerun).
+# Set VALIDATION_ARGS for more options (e.g. VALIDATION_ARGS="--models gpt,resnet18 --repeats 10").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${1:-validation/results}"
+PY=python
+if [ -x .venv/bin/python ]; then PY=.venv/bin/python; fi
+"$PY" - <<'PY' || exit 3
+import sys
+import torch
+if not torch.cuda.is_available():
+    print("run_gpu.sh: torch.cuda.is_available() is False: no GPU here", file=sys.stderr)
+    sys.exit(1)
+print(f"GPU: {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}, torch {torch.__version__}, "
+      f"CUDA {torch.version.cuda}")
+PY
+export PYTHONUNBUFFERED=1
+# true fp32 matmuls and convolutions, so the prediction's precision="fp32" is what runs
+export NVIDIA_TF32_OVERRIDE=0
+# shellcheck disable=SC2086
+"$PY" -m validation --device cuda --out "$OUT" ${VALIDATION_ARGS:-}

@@ -1,0 +1,71 @@
+"""A machine-speed sentinel: the same two small workloads timed whenever the suite measures something,
+so a report can show whether the machine ran at the same speed during calibration and validation.
+
+On a shared or virtualised machine the host's other tenants change the speed of every CPU op by tens
+of percent within minutes (seen on the 2-core CI VM: the same step 2× slower twenty minutes later,
+with an idle guest). The sentinel is *not* used to correct anything; the report lists its ratio to the
+calibration-time value next to each case so such drift is visible instead of being read as model error,
+and the full run waits (up to a limit) for the machine to return to calibration speed before timing a
+model (:func:`wait_for_speed`).
+
+Workloads: a 256³ fp32 GEMM (compute-bound) and a training step of a 16-block tiny chain
+(:func:`validation.overhead.chain`, per-op-cost-bound); the index is their median times.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["speed_sample", "drift", "wait_for_speed", "wait_for_quiet"]
+
+
+def speed_sample(device: str = "cpu", repeats: int = 9) -> dict[str, float]:
+    from validation.overhead import _loss, chain
+    from validation.steps import time_steps
+    a = torch.randn(256, 256, device=device)
+    module, x = chain(16).to(device), torch.randn(2, 8, device=device)
+
+    def step() -> None:
+        module.zero_grad(set_to_none=True)
+        _loss(module(x)).backward()
+    gemm = time_steps(lambda: a @ a, device, 3, repeats).median_s
+    return {"gemm256_s": gemm, "chain16_step_s": time_steps(step, device, 3, repeats).median_s}
+
+
+def drift(now: dict[str, float], ref: dict[str, float] | None) -> dict[str, float]:
+    """now / ref per workload (1.0 = same speed as at calibration; 1.3 = 30 % slower now)."""
+    if not ref:
+        return {}
+    return {k: now[k] / ref[k] for k in now if ref.get(k)}
+
+
+def wait_for_speed(ref: dict[str, float] | None, device: str = "cpu", tolerance: float = 1.2,
+                   max_wait_s: float = 0.0, poll_s: float = 10.0) -> dict[str, float]:
+    """Sample the sentinel until its GEMM time is within ``tolerance`` × the calibration-time value
+    (another tenant's load makes it slower) or ``max_wait_s`` has passed; the last drift, plus
+    ``waited_s``. Measurements taken at a different machine speed than the calibration would compare
+    the machine's load, not simtrain."""
+    import time
+    start = time.perf_counter()
+    while True:
+        now = drift(speed_sample(device), ref)
+        waited = time.perf_counter() - start
+        if not now or now.get("gemm256_s", 1.0) <= tolerance or waited >= max_wait_s:
+            return dict(now, waited_s=waited)
+        time.sleep(poll_s)
+
+
+def wait_for_quiet(max_wait_s: float, load_below: float = 0.6, poll_s: float = 10.0) -> float:
+    """Wait until the 1-minute load average is below ``load_below`` (nobody else running) or
+    ``max_wait_s`` has passed, before measuring; the seconds waited."""
+    import os
+    import time
+    start = time.perf_counter()
+    while time.perf_counter() - start < max_wait_s:
+        try:
+            if os.getloadavg()[0] < load_below:
+                break
+        except OSError:
+            break
+        time.sleep(poll_s)
+    return time.perf_counter() - start

@@ -1,0 +1,145 @@
+"""Real training steps of the zoo on one device versus simtrain's prediction from the calibration.
+
+One step is what a training loop does: ``zero_grad(set_to_none=True)``, forward, loss, backward,
+``optimizer.step()``. The optimizer is the one the prediction assumes (:data:`TORCH_OPTIMIZERS`:
+PyTorch's ``fused=True`` kernels, "fused" in the estimator's sense, on CPU as on CUDA). Timing:
+warm-ups, then ``repeats`` samples of one step each, median (and p10/p90), with the thread count
+the calibration measurements used (:func:`simtrain.calibrate.timing.time_call`: CUDA events on
+GPUs). The model simtrain predicts is captured from a deep copy of the module, so the timed module
+has never run under the capture's dispatch modes.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+import simtrain as st
+from simtrain.calibrate.timing import Timing, TimingPlan, time_call
+from validation.counters import (
+    counter_flops,
+    hook_saved_bytes,
+    peak_allocated_bytes,
+    simtrain_counter_flops,
+    simtrain_saved_bytes,
+)
+from validation.report import Case
+from validation.workloads import Workload
+
+__all__ = ["TORCH_OPTIMIZERS", "make_optimizer", "train_step", "time_steps", "predict_step", "StepResult",
+           "validate_workload"]
+
+#: simtrain optimizer name → (factory(params, device), hyper-parameters that matter for the step's work).
+TORCH_OPTIMIZERS: dict[str, Callable] = {
+    "sgd": lambda p, dev: torch.optim.SGD(p, lr=1e-3, **_multi(dev)),
+    "momentum": lambda p, dev: torch.optim.SGD(p, lr=1e-3, momentum=0.9, **_multi(dev)),
+    "adam": lambda p, dev: torch.optim.Adam(p, lr=1e-4, **_multi(dev)),
+    "adamw": lambda p, dev: torch.optim.AdamW(p, lr=1e-4, **_multi(dev)),
+}
+
+
+def _multi(device: str) -> dict:
+    """The fused kernels (CPU and CUDA since torch 2.4): the estimator's "fused" step. The foreach path
+    is not used: on CPU it falls back to per-tensor kernels (the estimator's "unfused"; see
+    simtrain.calibrate.bench_vector)."""
+    return {"fused": True}
+
+
+def make_optimizer(kind: str, params, device: str) -> torch.optim.Optimizer:
+    try:
+        return TORCH_OPTIMIZERS[kind](params, device)
+    except KeyError:
+        raise ValueError(f"no torch optimizer for {kind!r}; known: {', '.join(TORCH_OPTIMIZERS)}") from None
+
+
+def train_step(module, inputs, loss_fn, opt) -> Callable[[], None]:
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss_fn(module(*inputs)).backward()
+        opt.step()
+    return step
+
+
+def time_steps(step: Callable[[], None], device: str, warmup: int, repeats: int) -> Timing:
+    """Median of ``repeats`` single-step samples after ``warmup`` steps."""
+    plan = TimingPlan(warmup=warmup, repeats=repeats, min_sample_s=0.0, max_total_s=float("inf"), max_inner=1)
+    return time_call(step, plan, device)
+
+
+def train_config(batch: int, optimizer: str, **extra) -> st.TrainConfig:
+    return st.TrainConfig(global_batch_size=batch, micro_batch_size=extra.pop("micro_batch_size", batch),
+                          precision="fp32", optimizer=optimizer, fused_optimizer=True, **extra)
+
+
+def predict_step(model, device_spec, batch: int, optimizer: str) -> st.StepReport:
+    return st.estimate(model, st.Cluster.single(device_spec), train_config(batch, optimizer))
+
+
+@dataclass(frozen=True)
+class StepResult:
+    cases: tuple[Case, ...]
+    report: st.StepReport
+    model: st.Model
+    timing: Timing
+    capture_s: float
+
+
+def _flop_case(w: Workload, module, inputs, loss_fn, model, report) -> Case:
+    count = counter_flops(module, inputs, loss_fn)
+    return Case(w.case, "flops", simtrain_counter_flops(model, w.batch), float(count.corrected),
+                detail={"counter_raw": count.raw, "grouped_conv_excess": count.grouped_conv_excess,
+                        "simtrain_model_flops_per_step": report.model_flops_per_step})
+
+
+def _saved_case(w: Workload, module, inputs, loss_fn, model, report) -> Case:
+    ops_saved = simtrain_saved_bytes(model, w.batch)
+    est = report.memory.activations_bytes if report.memory is not None else float("nan")
+    return Case(w.case, "saved_bytes", est, float(hook_saved_bytes(module, inputs, loss_fn)),
+                detail={"op_records_saved_bytes": ops_saved})
+
+
+def _step_case(w: Workload, report, plain, timing: Timing, threads: int) -> Case:
+    top = [(o.name, o.seconds) for o in report.top_ops[:5]]
+    return Case(w.case, "step_time", report.step_time_s, timing.median_s,
+                detail={"p10_s": timing.p10_s, "p90_s": timing.p90_s, "repeats": timing.repeats,
+                        "threads": threads, "optimizer": w.optimizer,
+                        "predicted_plain_calibration_s": plain.step_time_s if plain is not None else None,
+                        "breakdown_s": dict(report.time_breakdown_s), "top_ops_s": top})
+
+
+def _memory_case(w: Workload, step, device: str, report) -> Case | None:
+    peak = peak_allocated_bytes(step, device)
+    if peak is None or report.memory is None:
+        return None
+    m = report.memory
+    # the estimator's allowance for fragmentation and workspace is not allocated memory: left out
+    return Case(w.case, "peak_memory", m.total_bytes - m.overhead_bytes, float(peak),
+                detail={"overhead_allowance_bytes": m.overhead_bytes, "memory": m.to_dict()})
+
+
+def validate_workload(w: Workload, device_spec, device: str, warmup: int, repeats: int,
+                      threads: int, seed: int = 0, plain_spec=None) -> StepResult:
+    """Every single-device case of ``w``: step time, FLOPs, saved bytes, and peak memory on CUDA.
+    ``device_spec`` predicts; ``plain_spec`` (``st.calibrate``'s device alone) is reported beside it."""
+    module, inputs, loss_fn = w.build(device, seed)
+    t0 = time.perf_counter()
+    model = st.Model.from_torch(copy.deepcopy(module), inputs, loss_fn, name=w.name)
+    capture_s = time.perf_counter() - t0
+    report = predict_step(model, device_spec, w.batch, w.optimizer)
+    plain = predict_step(model, plain_spec, w.batch, w.optimizer) if plain_spec is not None else None
+    cases = [_flop_case(w, module, inputs, loss_fn, model, report),
+             _saved_case(w, module, inputs, loss_fn, model, report)]
+    step = train_step(module, inputs, loss_fn, make_optimizer(w.optimizer, module.parameters(), device))
+    timing = time_steps(step, device, warmup, repeats)
+    cases.insert(0, _step_case(w, report, plain, timing, threads))
+    if plain is not None:
+        cases.insert(1, Case(w.case, "step_time_plain", plain.step_time_s, timing.median_s,
+                             detail={"device": plain.device_name}))
+    mem = _memory_case(w, step, device, report)
+    if mem is not None:
+        cases.append(mem)
+    return StepResult(tuple(cases), report, model, timing, capture_s)
