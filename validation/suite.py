@@ -109,8 +109,8 @@ def _calibrations(cfg: SuiteConfig, log) -> tuple[Calibrated, Calibrated | None]
         return main, None
     if main.threads == 1 and main.measurements.machine.device == "cpu":
         return main, main
-    return main, calibrated("cpu", cfg.grid, 1, one_thread_path(path), log, refine=False,
-                            quiet_wait_s=cfg.wait_for_speed_s)
+    # no wait here: the load average still holds the measurement that just ran
+    return main, calibrated("cpu", cfg.grid, 1, one_thread_path(path), log, refine=False)
 
 
 def _diagnose(w, res, cal: Calibrated, device: str) -> list[dict]:
