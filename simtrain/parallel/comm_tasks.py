@@ -138,7 +138,7 @@ def _bucketed_exposed(total_s: float, bytes_: float, bucket_bytes: float, hide_s
     return max(last, total_s - hide_s * (buckets - 1) / buckets)
 
 
-def step_comm(pm, cfg, lay, reg: Regime, comm, stage_compute_s: float) -> tuple:
+def step_comm(pm, cfg, lay, reg: Regime, comm, fw_s: float, bw_s: float) -> tuple:
     """Data-parallel sync of one step for this stage's ranks."""
     from simtrain.parallel.program import CommTask
     group = lay.dp * lay.cp
@@ -146,7 +146,8 @@ def step_comm(pm, cfg, lay, reg: Regime, comm, stage_compute_s: float) -> tuple:
         return ()
     grad_bytes = pm.trainable_count * reg.grad_bytes
     # backward of the last micro-batch is all that can hide the sync (earlier ones finished long ago)
-    bw_last = stage_compute_s * 2.0 / 3.0
+    bw_last = bw_s
+    stage_compute_s = fw_s + bw_s
     out = []
     if cfg.zero_stage == 0:
         total = comm.dp_s("allreduce", grad_bytes)

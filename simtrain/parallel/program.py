@@ -183,7 +183,7 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
     from simtrain.parallel.comm_tasks import microbatch_comm, step_comm
     mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks), fw, bw + rc)
     pm = _param_memory(model, blocks, items, cfg, lay, reg)
-    dp_comm = step_comm(pm, cfg, lay, reg, comm, fw + bw)
+    dp_comm = step_comm(pm, cfg, lay, reg, comm, fw, bw + rc)  # the last micro-batch's backward hides the sync
     opt_s = _optimizer_seconds(pm.trainable_count, items, cfg, lay, reg, coster)
     return StageProgram(stage, blocks, fw, bw, rc, fwf, bwf, rcf, mb_comm, dp_comm, opt_s, pm, mem, tuple(times))
 
