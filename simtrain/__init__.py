@@ -31,6 +31,10 @@ _EXPORTS = {
     "simulate": "simtrain.sim", "sweep": "simtrain.search", "plan": "simtrain.search",
     "estimate_heterogeneous": "simtrain.parallel.hetero",
     "measure": "simtrain.calibrate.measure", "calibrate": "simtrain.calibrate.fit",
+    "RunRecord": "simtrain.calibrate.runs", "calibrate_runs": "simtrain.calibrate.runs",
+    "Calibration": "simtrain.calibrate.runs", "load_calibration": "simtrain.calibrate.runs",
+    # software stacks
+    "Stack": "simtrain.specs.stack", "load_stack": "simtrain.specs.stack", "stack_names": "simtrain.specs.stack",
     # errors and words
     "SpecError": "simtrain.errors", "SimtrainError": "simtrain.errors", "MissingRuleError": "simtrain.errors",
     "Cost": "simtrain.cost.cost",

@@ -23,6 +23,7 @@ from simtrain.parallel.schedule import pipeline_time_s
 from simtrain.report.explain import bottleneck_of, comm_reports, top_ops
 from simtrain.report.step_report import StepReport
 from simtrain.specs.hardware import Cluster
+from simtrain.specs.stack import resolve_stack, stack_of
 from simtrain.specs.train import TrainConfig, layout_problems, resolve_dp
 
 __all__ = ["estimate", "build_program", "infeasible_report", "prepare_model"]
@@ -71,7 +72,7 @@ def build_program(model: Model, cluster: Cluster, cfg: TrainConfig, comm=None) -
         from simtrain.parallel.comm import comm_for
         comm = comm_for(cluster, lay, cfg)
     reg = regime(cfg.precision)
-    coster = _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance)
+    coster = _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance, stack_of(cfg))
     stages, same = [], {}
     idx = model_index(model)
     for s in range(cfg.pp):
@@ -88,6 +89,7 @@ def build_program(model: Model, cluster: Cluster, cfg: TrainConfig, comm=None) -
 def estimate(model: Model, cluster: Cluster, cfg: TrainConfig, *, comm=None) -> StepReport:
     """Closed-form step time, memory, MFU/HFU, bottleneck of ``model`` trained on ``cluster`` with ``cfg``."""
     try:
+        cfg = resolve_stack(cfg)
         model = prepare_model(model, cfg)
         program = build_program(model, cluster, cfg, comm)
     except (SpecError, SimtrainError) as err:
@@ -136,6 +138,9 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     name, why = bottleneck_of(report, crit, data)
     object.__setattr__(report, "bottleneck", name)
     object.__setattr__(report, "bottleneck_reason", why)
+    from simtrain.report.sanity import model_class_of, sanity_warnings
+    object.__setattr__(report, "warnings", sanity_warnings(
+        report, device_kind=cluster.device.kind, model_class=model_class_of(model)))
     return report
 
 

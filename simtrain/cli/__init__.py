@@ -15,7 +15,7 @@ from simtrain.errors import SimtrainError, SpecError
 __all__ = ["main", "build_parser"]
 
 #: subcommand modules, in help order; each defines register(subparsers) and sets func on its parser.
-SUBCOMMANDS = ("specs", "check", "model", "estimate", "simulate", "sweep", "plan", "calibrate", "validate")
+SUBCOMMANDS = ("specs", "stacks", "check", "model", "estimate", "simulate", "sweep", "plan", "calibrate", "validate")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,7 +13,7 @@ __all__ = ["register", "run", "run_default", "load_job_inputs"]
 _CONFIG_FLAGS = {  # flag → (type, TrainConfig field)
     "global-batch-size": int, "micro-batch-size": int, "seq-len": int, "precision": str, "optimizer": str,
     "dp": int, "tp": int, "pp": int, "cp": int, "ep": int, "zero-stage": int, "pipeline-schedule": str,
-    "virtual-stages": int, "recompute": str,
+    "virtual-stages": int, "recompute": str, "stack": str,
 }
 
 
@@ -33,6 +33,7 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
     for flag, typ in _CONFIG_FLAGS.items():
         p.add_argument(f"--{flag}", type=typ, dest=flag.replace("-", "_"))
     p.add_argument("--sequence-parallel", action="store_true", default=None)
+    p.add_argument("--calibration", help="a calibration file (st.Calibration.to_yaml) applied to the cluster")
 
 
 def _overrides(args) -> dict:
@@ -71,6 +72,9 @@ def load_job_inputs(args):
             raise SpecError.one(None, "job", "give a job file, or both --model and --hardware")
         model, cluster, tokens = load_model(args.model), _cluster(args.hardware, args.nodes), args.tokens
         cfg_fields = {"global_batch_size": 8, **overrides}
+    if getattr(args, "calibration", None):
+        from simtrain.calibrate.runs import load_calibration
+        cluster = load_calibration(args.calibration).apply(cluster)
     return model, cluster, TrainConfig.build(args.job, **cfg_fields), tokens
 
 
@@ -88,6 +92,6 @@ def run(args) -> int:
 
 def run_default(args) -> int:
     ns = argparse.Namespace(job=str(WORKLOADS_DIR / "jobs" / "default.yaml"), model=None, hardware=None,
-                            nodes=None, tokens=None, json=False, sequence_parallel=None,
+                            nodes=None, tokens=None, json=False, sequence_parallel=None, calibration=None,
                             **{f.replace("-", "_"): None for f in _CONFIG_FLAGS})
     return run(ns)

@@ -279,6 +279,9 @@ def collective_time(kind: str | CollectiveKind, message_bytes: float, topology: 
     base, overhead = topology.base_latency_s, topology.step_overhead_s
     if efficiency is not None:
         f, scale = efficiency.link_bandwidth_fraction, efficiency.link_latency_scale
+        if efficiency.link_half_bytes and size > 0:
+            # NCCL's ramp to its large-message bus bandwidth (protocol and channel count by size)
+            f = f * size / (size + efficiency.link_half_bytes)
         base = efficiency.extra.get("collective_base_latency_s", base)
         overhead = efficiency.extra.get("collective_step_overhead_s", overhead)
     return _cached(kind, size, topology, alg, cands, f, scale, base, overhead)

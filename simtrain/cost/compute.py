@@ -12,7 +12,8 @@
   ``parallel_tiles`` units (SMs); a partial last wave idles the rest ("wave quantization");
 * ``e_m(b) = memory_bandwidth_fraction · b / (b + memory_half_bytes)``: achievable streaming
   bandwidth (≈90 % of the datasheet, hardware.md §1c) and the latency cost of small transfers;
-* ``t_launch``: per-op launch / dispatch overhead.
+* ``t_launch``: per-op launch / dispatch overhead;
+* ``sustained_clock_fraction`` scales every compute peak (power / thermal limits, components.md §8).
 
 Everything here is a pure function of floats and frozen specs, so estimate, simulate and calibrate
 share it (calibration fits exactly this function).
@@ -28,7 +29,7 @@ from simtrain.glossary import DType, OpClass
 from simtrain.graph.op import Gemm
 from simtrain.specs.hardware import Device, Efficiency
 
-__all__ = ["op_seconds", "matrix_peak_flops_per_s", "alignment_factor", "device_efficiency",
+__all__ = ["op_seconds", "attention_kernel_seconds", "matrix_peak_flops_per_s", "alignment_factor", "device_efficiency",
            "MATRIX_CLASSES", "compute_seconds", "memory_seconds"]
 
 MATRIX_CLASSES = frozenset({OpClass.MATMUL, OpClass.CONV, OpClass.ATTENTION})
@@ -108,8 +109,18 @@ def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DTyp
         peak = matrix_peak_flops_per_s(device, dtype) * alignment_factor(gemm, m_rows, device)
     else:
         peak = device.vector_peak_flops_per_s
-    achieved = peak * curve.peak_fraction * flops / (flops + curve.half_flops)
+    achieved = peak * eff.sustained_clock_fraction * curve.peak_fraction * flops / (flops + curve.half_flops)
     return flops / achieved
+
+
+def attention_kernel_seconds(flops: float, phase: str, seq: int, causal: bool, kernel, device: Device,
+                             dtype: DType, eff: Efficiency) -> float:
+    """Compute leg of a fused-attention kernel from its measured family curve (``AttentionKernel``):
+    ``flops`` are the FLOPs the kernel executes (components.md §2 convention)."""
+    if flops <= 0:
+        return 0.0
+    peak = matrix_peak_flops_per_s(device, dtype) * eff.sustained_clock_fraction
+    return flops / (peak * kernel.fraction(phase, seq, causal))
 
 
 def memory_seconds(bytes_moved: float, device: Device, eff: Efficiency) -> float:

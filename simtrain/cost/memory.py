@@ -1,17 +1,27 @@
 """Memory per device: weights, gradients, optimizer state, activations, buffers, overhead.
 
-* weights: the compute copy (4 B fp32, 2 B in 16-bit regimes); ZeRO-3 / FSDP shards it over dp.
-* gradients: 16-bit (or fp32) gradients of trainable parameters; ZeRO-2+ shards them over dp. With
-  gradient accumulation in a 16-bit regime an fp32 accumulation buffer (4 B/param) is kept, as
-  Megatron-LM's ``main_grad`` does.
-* optimizer: fp32 master copy (16-bit regimes) + fp32 states (optimizer.py); ZeRO-1+ shards over dp
-  (Rajbhandari et al. 2020, Fig. 1: (2 + 2 + K)·Ψ → 2Ψ + 2Ψ + KΨ/N_d → ... ).
+* weights: the compute copy (4 B fp32, 2 B in 16-bit regimes); ZeRO-3 / FSDP shards it over N_d.
+* gradients: 16-bit (or fp32) gradients of trainable parameters; ZeRO-2+ shards them over N_d. In a
+  16-bit regime an fp32 gradient buffer (4 B/param) is kept with gradient accumulation, and always
+  when the stack says so (``Stack.grad_fp32_buffer``: Megatron-LM's ``main_grad``, accumulated in
+  fp32 — ``--accumulate-allreduce-grads-in-fp32``); it is sharded like the gradients.
+* optimizer: fp32 master copy (16-bit regimes) + fp32 states (optimizer.py); ZeRO-1+ shards over N_d
+  (Rajbhandari et al. 2020, §5.1–5.3 and Fig. 1: (2 + 2 + K)·Ψ → 2Ψ + 2Ψ + KΨ/N_d → 2Ψ + (2 + K)Ψ/N_d
+  → (2 + 2 + K)Ψ/N_d).
+  N_d, the ZeRO degree, is dp · cp: context-parallel ranks hold the same weights and reduce their
+  gradients together, so Megatron-core's distributed optimizer and FSDP shard over the
+  data-parallel-with-context-parallel group (Megatron-core ``parallel_state``
+  ``get_data_parallel_group(with_context_parallel=True)``). Expert weights, already spread over ep,
+  shard over the expert-data-parallel group dp · cp / ep (EP carves its ranks out of dp · cp).
 * activations: bytes saved for backward × micro-batches in flight, under the recompute policy
   (none | selective: attention core recomputed | full: block inputs only | every-k blocks).
 * buffers: the transient peak inside backward (the largest op's output-gradient + input-gradient
-  working set, plus one re-materialised block under full recomputation), the input micro-batch on
+  working set, plus one re-materialised block under full recomputation), the fp32 gradient of the
+  logits on the stage holding the loss (:func:`fp32_logits_grad_bytes`), the input micro-batch on
   device, and gathered parameters under ZeRO-3.
-* overhead: allocator fragmentation + framework workspace, an explicit fraction of usable capacity
+* overhead: allocator fragmentation + framework workspace. Either the stack's allocator model
+  (MemoryReport.reserved_bytes = allocated · (1 + allocator_reserve_fraction) + workspace_bytes) or,
+  when the stack gives none (the reference stack), an explicit fraction of usable capacity
   (TrainConfig.memory_overhead_fraction, 5 % by default: a documented allowance, not a measurement).
 Frozen layers (TrainConfig.frozen_prefixes) have weights but no gradients or optimizer state.
 """
@@ -26,8 +36,11 @@ from simtrain.cost.precision import Regime
 from simtrain.glossary import OptimizerKind
 from simtrain.graph.op import Op
 
-__all__ = ["ParamMemory", "param_memory", "activation_bytes_per_microbatch", "attention_core_saved",
-           "block_input_elements", "checkpoint_bytes", "largest_gradient_bytes", "recompute_window_bytes"]
+__all__ = ["ParamMemory", "param_memory", "zero_degree", "activation_bytes_per_microbatch", "attention_core_saved",
+           "block_input_elements", "checkpoint_bytes", "largest_gradient_bytes", "recompute_window_bytes",
+           "fp32_logits_grad_bytes", "FP32_BYTES"]
+
+FP32_BYTES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,33 +56,56 @@ def _frozen(op: Op, prefixes: tuple[str, ...]) -> bool:
     return any(op.name.startswith(p) for p in prefixes)
 
 
-def param_memory(items, reg: Regime, optimizer: OptimizerKind, *, tp: int, sp: bool, ep: int,
-                 dp: int, zero_stage: int, frozen_prefixes: tuple[str, ...] = (),
-                 accumulating: bool = False) -> ParamMemory:
-    """Parameter-side bytes on one rank holding ``items``: (op, count) pairs, or bare ops."""
-    total = trainable = state = 0.0
+def zero_degree(dp: int, cp: int = 1, ep: int = 1, expert: bool = False) -> float:
+    """N_d, the ranks ZeRO / FSDP shards over: dp · cp (Megatron-core distributed optimizer and FSDP
+    shard over the data-parallel group *with* context parallelism), or dp · cp / ep for expert
+    weights (their expert-data-parallel group); at least 1."""
+    n = dp * cp
+    return max(1.0, n / ep) if expert else float(n)
+
+
+def _param_shares(items, optimizer: OptimizerKind, tp: int, sp: bool, ep: int,
+                  frozen_prefixes: tuple[str, ...]) -> dict[bool, list[float]]:
+    """{is_expert: [weights, trainable weights, optimizer-state elements]} held by one rank."""
+    shares = {False: [0.0, 0.0, 0.0], True: [0.0, 0.0, 0.0]}
     for item in items:
         op, n = item if isinstance(item, tuple) else (item, 1)
         if op.param_count == 0:
             continue
+        acc = shares[op.tp_split == "expert"]
         share = op.param_count * shard_factors(op, tp, sp, ep).weights * n
-        total += share
+        acc[0] += share
         if _frozen(op, frozen_prefixes):
             continue
-        trainable += share
+        acc[1] += share
         shape = (op.gemm.k, op.gemm.n) if op.gemm is not None and op.gemm.batch == 1 else None
-        state += state_elements(optimizer, op.param_count, shape) * (share / op.param_count)
-    params_b = total * reg.weight_bytes
-    grads_b = trainable * reg.grad_bytes
-    if accumulating and reg.master_bytes:
-        grads_b += trainable * 4.0
-    optim_b = trainable * reg.master_bytes + state * reg.state_bytes
-    if zero_stage >= 1:
-        optim_b /= dp
-    if zero_stage >= 2:
-        grads_b /= dp
-    if zero_stage >= 3:
-        params_b /= dp
+        acc[2] += state_elements(optimizer, op.param_count, shape) * (share / op.param_count)
+    return shares
+
+
+def param_memory(items, reg: Regime, optimizer: OptimizerKind, *, tp: int, sp: bool, ep: int,
+                 dp: int, zero_stage: int, frozen_prefixes: tuple[str, ...] = (),
+                 accumulating: bool = False, cp: int = 1, grad_fp32_buffer: bool = False) -> ParamMemory:
+    """Parameter-side bytes on one rank holding ``items``: (op, count) pairs, or bare ops.
+
+    Per trainable parameter (Rajbhandari et al. 2020 §5, Ψ parameters, N_d = :func:`zero_degree`):
+    weights ``weight_bytes`` (÷ N_d at stage 3), gradients ``grad_bytes`` + 4 B for an fp32 gradient
+    buffer in 16-bit regimes when ``accumulating`` or ``grad_fp32_buffer`` (÷ N_d at stage ≥ 2; one
+    buffer serves both: Megatron's ``main_grad``), optimizer ``master_bytes`` + K·``state_bytes``
+    (÷ N_d at stage ≥ 1). Megatron copies each 16-bit gradient into ``main_grad`` as soon as it is
+    computed (Megatron-core docs, "Distributed Optimizer": bf16 params + fp32 grads = 18 B/param,
+    6 + 12/d with the distributed optimizer), so also keeping the 16-bit gradients whole is an
+    upper bound by ``grad_bytes`` per parameter."""
+    total = trainable = params_b = grads_b = optim_b = 0.0
+    for expert, (weights, train, state) in _param_shares(items, optimizer, tp, sp, ep, frozen_prefixes).items():
+        n_d = zero_degree(dp, cp, ep, expert)
+        p, g, o = weights * reg.weight_bytes, train * reg.grad_bytes, train * reg.master_bytes + state * reg.state_bytes
+        if (accumulating or grad_fp32_buffer) and reg.master_bytes:
+            g += train * FP32_BYTES
+        params_b += p / (n_d if zero_stage >= 3 else 1)
+        grads_b += g / (n_d if zero_stage >= 2 else 1)
+        optim_b += o / (n_d if zero_stage >= 1 else 1)
+        total, trainable = total + weights, trainable + train
     return ParamMemory(params_b, grads_b, optim_b, total, trainable)
 
 
@@ -133,6 +169,31 @@ def largest_gradient_bytes(ops, micro_batch: float, reg: Regime, tp: int, sp: bo
         grads = (op.act_write.fw * f.act_write + op.act_read.fw * f.act_read) * micro_batch * reg.act_bytes
         largest = max(largest, grads)
     return largest
+
+
+def fp32_logits_grad_bytes(ops, micro_batch: float, reg: Regime, tp: int,
+                           counts: tuple[int, ...] | None = None) -> float:
+    """The fp32 gradient of the logits that the loss's backward materialises (transient), on one rank.
+
+    Frameworks upcast the LM-head output to fp32 for the cross-entropy (Megatron-LM
+    ``vocab_parallel_cross_entropy(logits.float(), labels)``; PyTorch autocast runs ``log_softmax`` /
+    ``cross_entropy`` in fp32; Hugging Face ``logits.float()``). The fp32 logits themselves are
+    already counted: the ``cross_entropy`` rule saves its fp32 log-probabilities (4 B per logit,
+    ``log_softmax_bytes``; Megatron turns the fp32 logits into them in place), and the working set of
+    :func:`largest_gradient_bytes` holds the logits' gradient in the activation dtype. Missing is
+    the fp32 gradient of the logits, 4 B per logit, alive beside the saved fp32 log-probabilities
+    until it is cast back to the activation dtype: b · s · V/t · 4 bytes (vocab-parallel: each tensor
+    rank holds V/t of the logits; ``micro_batch`` already ÷ cp, so s is the rank's sequence share).
+    0 in fp32 regimes (no upcast: the working set already counts a 4-byte gradient) and for losses
+    without the rule's attribute (imported graphs carry their own dtypes)."""
+    if reg.act_bytes >= FP32_BYTES:
+        return 0.0
+    total = 0.0
+    for i, op in enumerate(ops):
+        logp = op.attr("log_softmax_bytes") if op.kind == "cross_entropy" else None
+        if logp:
+            total += float(logp) * micro_batch / (tp if op.tp_split == "vocab" else 1) * (counts[i] if counts else 1)
+    return total
 
 
 def recompute_window_bytes(per_block_bytes: list[float], k: int = 1) -> float:

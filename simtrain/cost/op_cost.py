@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simtrain.cost.compute import MATRIX_CLASSES, compute_seconds, memory_seconds
+from simtrain.cost.compute import MATRIX_CLASSES, attention_kernel_seconds, compute_seconds, memory_seconds
+from simtrain.glossary import OpClass
 from simtrain.cost.precision import Regime
 from simtrain.graph.op import Gemm, Op
 from simtrain.specs.hardware import Device, Efficiency
@@ -98,10 +99,40 @@ class OpCost:
     bw_flops: float
     memory_bound_s: float = 0.0
     """Seconds (all phases) in which the memory leg of the roofline was the longer one."""
+    fw_kernels: float = 0.0
+    """Kernels launched in forward (fused chains count a fraction of one per op)."""
+    bw_kernels: float = 0.0
 
     @property
     def bw_s(self) -> float:
         return self.agrad_s + self.wgrad_s
+
+
+FUSED_ATTENTION_BW_RATIO = 2.5
+"""A fused (flash) attention backward runs five matmuls of the forward's size — dV, dP, dQ, dK and
+the recomputed QKᵀ — against the forward's two: 2.5 × the forward FLOPs (components.md §2 header,
+[FA-1525]); the model-FLOP convention counts 2 × (the recompute is not model work)."""
+
+_FUSABLE = frozenset({OpClass.ELEMENTWISE, OpClass.NORM})
+"""Op classes a stack's fusion merges into chains (elementwise and normalisation passes)."""
+
+
+def _kernel_for(op: Op, eff: Efficiency, stack):
+    """The measured fused-attention kernel curve this op runs with under ``stack``, or None."""
+    if stack is None or op.attention is None or not op.attention.fused:
+        return None
+    return eff.attention_kernels.get(stack.attention_kernel)
+
+
+def _attention_kernel_s(op: Op, phase: str, micro_batch: float, f: ShardFactors, kernel, device, dtype, eff) -> float:
+    """Compute seconds of a fused attention phase from the device's kernel-family curve."""
+    if phase == "wgrad":
+        return 0.0
+    att = op.attention
+    run = executed_flops_fraction(op)
+    fw_exec = op.flops.fw * micro_batch * f.flops * run
+    flops = fw_exec if phase == "fw" else FUSED_ATTENTION_BW_RATIO * fw_exec
+    return attention_kernel_seconds(flops, phase, att.seq_q, att.causal, kernel, device, dtype, eff)
 
 
 def _sharded_gemm(op: Op, tp: int) -> Gemm | None:
@@ -118,12 +149,18 @@ def _sharded_gemm(op: Op, tp: int) -> Gemm | None:
 
 
 def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficiency,
-            tp: int = 1, sp: bool = False, ep: int = 1, moe_imbalance: float = 1.0) -> OpCost:
+            tp: int = 1, sp: bool = False, ep: int = 1, moe_imbalance: float = 1.0, stack=None) -> OpCost:
     """Roofline seconds of ``op`` for one micro-batch of ``micro_batch`` samples on one rank.
 
     ``moe_imbalance`` (≥ 1): the busiest expert rank receives that many times its fair share of
-    tokens, and every rank waits for it (expert ops only)."""
+    tokens, and every rank waits for it (expert ops only). ``stack`` (a ``Stack``): the fused
+    attention kernel family, and how much of the eager elementwise / norm traffic and launches
+    its fusion leaves."""
     f = shard_factors(op, tp, sp, ep)
+    kernel = _kernel_for(op, eff, stack)
+    fusable = stack is not None and op.op_class in _FUSABLE
+    traffic = stack.elementwise_bytes_fraction if fusable else 1.0
+    launches = stack.elementwise_kernels_fraction if fusable else 1.0
     if op.tp_split == "expert" and moe_imbalance != 1.0:
         micro_batch = micro_batch * moe_imbalance
     dtype = reg.matmul_dtype if op.op_class in MATRIX_CLASSES else reg.vector_dtype
@@ -138,21 +175,25 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         act = (getattr(op.act_read, phase) * f.act_read + getattr(op.act_write, phase) * f.act_write)
         weights = (getattr(op.weight_read, phase) + getattr(op.weight_write, phase)) * f.weights
         fixed = getattr(op.fixed_read_bytes, phase) + getattr(op.fixed_write_bytes, phase)
-        bytes_moved = (act * ab + fixed * f.act_write) * micro_batch + weights * wb
+        bytes_moved = ((act * ab + fixed * f.act_write) * micro_batch) * traffic + weights * wb
         if flops == 0 and bytes_moved == 0:
-            out.append((0.0, 0.0))
+            out.append((0.0, 0.0, 0.0))
             continue
-        t_c = compute_seconds(flops * run, op.op_class, device, dtype, eff, gemm, m_rows)
-        t_m = memory_seconds(bytes_moved, device, eff)
-        if sequential:
-            sec = t_c + t_m + eff.launch_overhead_s * _MATERIALISED_KERNELS
+        if kernel is not None:
+            t_c = _attention_kernel_s(op, phase, micro_batch, f, kernel, device, dtype, eff)
         else:
-            sec = max(t_c, t_m) + eff.launch_overhead_s  # == compute.op_seconds, legs kept for the bottleneck
+            t_c = compute_seconds(flops * run, op.op_class, device, dtype, eff, gemm, m_rows)
+        t_m = memory_seconds(bytes_moved, device, eff)
+        kernels = _MATERIALISED_KERNELS if sequential else launches
+        if sequential:
+            sec = t_c + t_m + eff.launch_overhead_s * kernels
+        else:
+            sec = max(t_c, t_m) + eff.launch_overhead_s * kernels  # legs kept apart for the bottleneck
         if t_m > t_c:
             mem_bound += sec
-        out.append((sec, flops))
-    (fw_s, fw_f), (ag_s, ag_f), (wg_s, wg_f) = out
-    return OpCost(fw_s, ag_s, wg_s, fw_f, ag_f + wg_f, mem_bound)
+        out.append((sec, flops, kernels))
+    (fw_s, fw_f, fw_k), (ag_s, ag_f, ag_k), (wg_s, wg_f, wg_k) = out
+    return OpCost(fw_s, ag_s, wg_s, fw_f, ag_f + wg_f, mem_bound, fw_k, ag_k + wg_k)
 
 
 def saved_bytes(op: Op, micro_batch: int, reg: Regime, tp: int = 1, sp: bool = False, ep: int = 1) -> float:

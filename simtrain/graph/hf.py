@@ -79,8 +79,23 @@ class _Cfg:
         return _ACTIVATIONS[act]
 
 
+_FUSED_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
+
+
+def _fused_attention(c: _Cfg) -> bool:
+    """Hugging Face ``attn_implementation`` (also saved as ``_attn_implementation``): ``eager``
+    materialises the scores; sdpa / flash_attention_2/3 / flex run a fused kernel. Absent means
+    sdpa, transformers' default since v4.36, so fused."""
+    impl = c.raw("attn_implementation") or c.raw("_attn_implementation") or "sdpa"
+    if impl not in ("eager", *_FUSED_IMPLEMENTATIONS):
+        raise SpecError.one(c.file, "attn_implementation",
+                            f"must be one of eager, {', '.join(_FUSED_IMPLEMENTATIONS)}")
+    return impl != "eager"
+
+
 def _common(c: _Cfg) -> dict:
-    return {"layers": c.get("layers"), "hidden": c.get("hidden"), "heads": c.get("heads"), "vocab": c.get("vocab")}
+    return {"layers": c.get("layers"), "hidden": c.get("hidden"), "heads": c.get("heads"), "vocab": c.get("vocab"),
+            "flash_attention": _fused_attention(c)}
 
 
 def _gpt2(c: _Cfg) -> dict:
@@ -103,7 +118,7 @@ def _llama_like(c: _Cfg, qkv_bias: bool | None = None) -> dict:
            "ffn_hidden": c.get("ffn"), "activation": c.activation(True), "norm": "rmsnorm", "position": "rotary",
            "tied_embeddings": bool(c.raw("tie_word_embeddings", False)), "biases": bool(c.raw("mlp_bias", False)),
            "qkv_bias": bool(c.raw("attention_bias", False)) if qkv_bias is None else qkv_bias,
-           "attention_dropout": float(c.raw("attention_dropout", 0.0)), "flash_attention": True}
+           "attention_dropout": float(c.raw("attention_dropout", 0.0))}
     experts = c.get("experts", None)
     if experts:
         ffn = c.raw("moe_intermediate_size") or out["ffn_hidden"]

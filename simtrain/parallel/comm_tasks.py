@@ -8,7 +8,10 @@ Per micro-batch (Megatron-LM, Shoeybi et al. 2019 §3; Korthikanti et al. 2022 �
   Full recomputation repeats the forward collectives. Nothing hides them (they sit on the critical path).
 * cp: ring attention passes K and V blocks cp − 1 times in forward (dK, dV too in backward),
   overlapped with the attention compute of the block already held (Liu et al. 2023, Ring Attention).
-* ep: token all-to-all before and after the experts, in forward and in backward.
+* ep: per MoE layer, a dispatch all-to-all of the routed tokens before the experts and a combine
+  all-to-all of their outputs after, in forward, and the two gradients in backward (2 + 2; GShard,
+  Lepikhin et al. 2020 §2.2; Megatron-core MoE token dispatcher). Each carries the rank's
+  T·h·k elements (T tokens, h hidden, top-k), (ep − 1)/ep of which leave the rank.
 * pp: one send of the boundary activation forward and one of its gradient backward per chunk.
 
 Per step (data parallelism over dp × cp ranks):
@@ -27,6 +30,7 @@ import math
 from simtrain.cost.op_cost import shard_factors
 from simtrain.cost.precision import Regime
 from simtrain.graph.op import Op
+from simtrain.specs.stack import stack_of
 
 __all__ = ["microbatch_comm", "step_comm"]
 
@@ -49,14 +53,20 @@ def _tp_tasks(ops, cfg, lay, reg, comm) -> list:
             bw, bw_n = bw + n * in_bytes, bw_n + n
     out = []
     kind = "allgather+reducescatter" if cfg.sequence_parallel else "allreduce"
+    stack = stack_of(cfg)
+
+    def task(phase: str, nbytes: float, count: int) -> CommTask:
+        # TP comm overlap (Megatron-Core --tp-comm-overlap, async TP) hides a share behind the GEMMs
+        sec = comm.tp_allreduce_s(nbytes)
+        return CommTask("tp", kind, phase, nbytes, sec, count, overlap_s=stack.tp_comm_overlap * sec * count,
+                        slowdown=stack.comm_compute_slowdown)
     for phase, total, n in (("fw", fw, fw_n), ("bw", bw, bw_n)):
         if n:
-            sec = comm.tp_allreduce_s(total / n)
-            out.append(CommTask("tp", kind, phase, total / n, sec, n))
+            out.append(task(phase, total / n, n))
     if str(cfg.recompute) == "full" and fw_n:
         rec_n = sum(n for op, n, repeated, _ in ops if op.tp_split == "row" and repeated)
         if rec_n:
-            out.append(CommTask("tp", kind, "recompute", fw / fw_n, comm.tp_allreduce_s(fw / fw_n), rec_n))
+            out.append(task("recompute", fw / fw_n, rec_n))
     return out
 
 
@@ -81,18 +91,34 @@ def _cp_tasks(ops, lay, reg, comm, coster) -> list:
 
 
 def _ep_tasks(ops, cfg, lay, reg, comm) -> list:
+    """All-to-all of one micro-batch per MoE layer (GShard, Lepikhin et al. 2020 §2.2; Megatron-core
+    ``MoEAlltoAllTokenDispatcher``): the rank's T = b·s/(cp·tp) tokens, each sent to top_k experts, so
+    a dispatch buffer of S = T·h·k·bytes (the h-wide output of ``moe_experts`` × k: not its
+    ``act_read``, which also counts the expert FFN's internal tensors). S is the all-to-all's
+    nccl-tests message size (collectives.py: everything a rank sends, its own share included), so
+    the collective applies the (ep − 1)/ep that leaves the rank; it is not applied here. The combine
+    sends S back. Forward: dispatch + combine; backward: their gradients (2 + 2); full recomputation
+    repeats the forward pair.
+
+    T ÷ tp as ``shard_factors`` does for experts (Megatron-core needs sequence parallelism with MoE
+    and TP: each TP rank dispatches its own sequence shard). The capacity factor is not applied: the
+    cost layer models dropless routing (moe.py), whose buffers hold exactly T·k tokens, unpadded.
+    """
     from simtrain.parallel.program import CommTask
     if lay.ep == 1:
         return []
     out = []
     b = lay.micro_batch / lay.cp
-    for op, n, _, _ in ops:
+    full = str(cfg.recompute) == "full"
+    for op, n, repeated, _ in ops:
         if op.moe is None or op.tp_split != "expert":
             continue
-        tokens_bytes = op.act_read.fw * b * reg.act_bytes / lay.tp
-        sec = comm.ep_alltoall_s(tokens_bytes)
-        out.append(CommTask("ep", "alltoall", "fw", tokens_bytes, sec, 2 * n))
-        out.append(CommTask("ep", "alltoall", "bw", tokens_bytes, sec, 2 * n))
+        dispatch_bytes = op.out_elements * op.moe.top_k * b * reg.act_bytes / lay.tp  # T·h·k·bytes
+        sec = comm.ep_alltoall_s(dispatch_bytes)
+        out.append(CommTask("ep", "alltoall", "fw", dispatch_bytes, sec, 2 * n))  # dispatch + combine
+        out.append(CommTask("ep", "alltoall", "bw", dispatch_bytes, sec, 2 * n))  # their gradients
+        if full and repeated:  # full recomputation re-runs the layer's forward, its all-to-alls included
+            out.append(CommTask("ep", "alltoall", "recompute", dispatch_bytes, sec, 2 * n))
     return out
 
 
@@ -138,31 +164,52 @@ def _bucketed_exposed(total_s: float, bytes_: float, bucket_bytes: float, hide_s
     return max(last, total_s - hide_s * (buckets - 1) / buckets)
 
 
-def step_comm(pm, cfg, lay, reg: Regime, comm, fw_s: float, bw_s: float) -> tuple:
-    """Data-parallel sync of one step for this stage's ranks."""
+def _prefetched_exposed_s(gather_s: float, compute_s: float, layers: int, prefetch: int) -> float:
+    """Exposed seconds of per-layer parameter all-gathers over one pass of ``layers`` layers when
+    each is issued ``prefetch`` layers ahead (FSDP / ZeRO-3): the first gather is always waited for;
+    afterwards each layer's gather runs beside the previous layer's compute and shows only where it
+    is longer. Without prefetch every gather is waited for."""
+    if prefetch == 0:
+        return layers * gather_s
+    return gather_s + (layers - 1) * max(0.0, gather_s - compute_s)
+
+
+def step_comm(pm, cfg, lay, reg: Regime, comm, fw_s: float, bw_s: float, layers: int = 1) -> tuple:
+    """Data-parallel sync of one step for this stage's ranks (``layers``: blocks on the stage, the
+    unit FSDP gathers)."""
     from simtrain.parallel.program import CommTask
     group = lay.dp * lay.cp
     if group == 1 or pm.trainable_count == 0:
         return ()
+    stack = stack_of(cfg)
+    slow = stack.comm_compute_slowdown
     grad_bytes = pm.trainable_count * reg.grad_bytes
     # backward of the last micro-batch is all that can hide the sync (earlier ones finished long ago)
     bw_last = bw_s
-    stage_compute_s = fw_s + bw_s
     out = []
     if cfg.zero_stage == 0:
         total = comm.dp_s("allreduce", grad_bytes)
         exposed = _bucketed_exposed(total, grad_bytes, cfg.dp_bucket_bytes, bw_last) if cfg.dp_overlap else total
-        out.append(CommTask("dp", "allreduce", "step", grad_bytes, total, 1, overlap_s=total - exposed))
+        out.append(CommTask("dp", "allreduce", "step", grad_bytes, total, 1, overlap_s=total - exposed, slowdown=slow))
         return tuple(out)
     rs = comm.dp_s("reducescatter", grad_bytes)
     exposed = _bucketed_exposed(rs, grad_bytes, cfg.dp_bucket_bytes, bw_last) if cfg.dp_overlap else rs
-    out.append(CommTask("dp", "reducescatter", "step", grad_bytes, rs, 1, overlap_s=rs - exposed))
+    out.append(CommTask("dp", "reducescatter", "step", grad_bytes, rs, 1, overlap_s=rs - exposed, slowdown=slow))
     param_bytes = pm.params_count * reg.weight_bytes
-    ag = comm.dp_s("allgather", param_bytes)
     if cfg.zero_stage < 3:
-        out.append(CommTask("dp", "allgather", "step", param_bytes, ag, 1))
+        ag = comm.dp_s("allgather", param_bytes)
+        # Megatron-Core --overlap-param-gather: bucketed gathers hidden behind the next forward
+        exposed = _bucketed_exposed(ag, param_bytes, cfg.dp_bucket_bytes, fw_s) if cfg.dp_overlap else ag
+        out.append(CommTask("dp", "allgather", "step", param_bytes, ag, 1, overlap_s=ag - exposed, slowdown=slow))
     else:
-        # gathered before forward and again before backward of every micro-batch, one layer ahead
+        # gathered layer by layer before forward and again before backward of every micro-batch
+        layers = max(1, layers)
+        g = comm.dp_s("allgather", param_bytes / layers)
         m = lay.micro_batches
-        out.append(CommTask("dp", "allgather", "step", param_bytes, ag, 2 * m, overlap_s=stage_compute_s * m))
+        k = stack.fsdp_prefetch_layers
+        exposed = m * (_prefetched_exposed_s(g, fw_s / layers, layers, k)
+                       + _prefetched_exposed_s(g, bw_s / layers, layers, k))
+        total = g * 2 * m * layers
+        out.append(CommTask("dp", "allgather", "step", param_bytes / layers, g, 2 * m * layers,
+                            overlap_s=total - exposed, slowdown=slow))
     return tuple(out)

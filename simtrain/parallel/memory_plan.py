@@ -1,14 +1,23 @@
-"""Memory of one pipeline stage's ranks: parameter side (ZeRO-sharded) + activations of the
-micro-batches in flight under the schedule + buffers + the documented overhead allowance."""
+"""Memory of one pipeline stage's ranks: parameter side (ZeRO-sharded over dp · cp) + activations of
+the micro-batches in flight under the schedule + buffers (with the fp32 logits gradient on the loss
+stage and, under ZeRO-3 / FSDP, the stage's gathered blocks) + the software stack's allocator model
+(reserved = allocated · (1 + reserve fraction) + workspace) or, without one, the documented overhead
+allowance."""
 
 from __future__ import annotations
 
 from simtrain.cost.memory import (
-    activation_bytes_per_microbatch, checkpoint_bytes, largest_gradient_bytes, recompute_window_bytes,
+    activation_bytes_per_microbatch,
+    checkpoint_bytes,
+    fp32_logits_grad_bytes,
+    largest_gradient_bytes,
+    recompute_window_bytes,
 )
+from simtrain.cost.op_cost import shard_factors
 from simtrain.parallel.model_index import model_index
 from simtrain.parallel.schedule import in_flight_microbatches
 from simtrain.report.step_report import MemoryReport
+from simtrain.specs.stack import stack_of
 
 __all__ = ["stage_memory", "stage_memories"]
 
@@ -19,7 +28,8 @@ def _activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]
     micro, sp, recompute = lay.micro_batch / lay.cp, cfg.sequence_parallel, str(cfg.recompute)
     items = idx.items(stage.blocks)
     ops, counts = tuple(op for op, *_ in items), tuple(n for _, n, *_ in items)
-    working = largest_gradient_bytes(ops, micro, reg, lay.tp, sp, lay.ep)
+    working = (largest_gradient_bytes(ops, micro, reg, lay.tp, sp, lay.ep)
+               + fp32_logits_grad_bytes(ops, micro, reg, lay.tp, counts))
     if recompute != "full":
         return activation_bytes_per_microbatch(ops, micro, reg, recompute, lay.tp, sp, lay.ep, counts), working
     k = cfg.recompute_every_k_blocks or 1
@@ -39,7 +49,9 @@ def _activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]
 def stage_memories(model, cluster, cfg, program) -> list[MemoryReport]:
     """Memory of every stage; stages with the same ops share the per-micro-batch work."""
     idx, lay = model_index(model), program.layout
-    # pure in these inputs, so kept with the model across estimates (a sweep revisits them)
+    # pure in these inputs, so kept with the model across estimates (a sweep revisits them); the
+    # stack's memory knobs (reserve, workspace, fsdp prefetch) and the ZeRO degree dp · cp act in
+    # stage_memory / the program's param memory, outside this memo, so they need no place in its key
     setting = (lay.micro_batch, lay.cp, lay.tp, lay.ep, cfg.sequence_parallel, str(cfg.recompute),
                cfg.recompute_every_k_blocks, program.regime.precision)
     memo = idx.memo.setdefault(("activations", setting), {})
@@ -58,12 +70,9 @@ def stage_memory(stage, model, cluster, cfg, program, per_mb_and_working=None) -
     in_flight = in_flight_microbatches(stage.stage, lay.pp, lay.micro_batches, cfg.pipeline_schedule, lay.v)
     sample_bytes = cfg.data.device_bytes_per_sample or cfg.data.sample_bytes or 0.0
     buffers += sample_bytes * lay.micro_batch * (2 if cfg.data.pin_memory and cfg.data.prefetch else 1)
+    stack = stack_of(cfg)
     if cfg.zero_stage >= 3:
-        # FSDP gathers one block (wrapping unit) at a time and prefetches the next: the two largest
-        idx = model_index(model)
-        per_block = sorted((sum(idx.reps[s].param_count * n for s, n in idx.block_items[b]) for b in stage.blocks),
-                           reverse=True)
-        buffers += sum(per_block[:2]) * reg.weight_bytes / lay.tp
+        buffers += gathered_params_bytes(stage, model, cfg, lay, reg, stack.fsdp_prefetch_layers)
     usable = cluster.device.usable_memory_bytes
     host_prefetch = 0.0
     if cfg.data.prefetch:  # DataLoader workers keep prefetch_factor micro-batches each, in host DRAM
@@ -83,6 +92,32 @@ def stage_memory(stage, model, cluster, cfg, program, per_mb_and_working=None) -
         params = grads = optim = 0.0
     return MemoryReport(params_bytes=params, grads_bytes=grads, optimizer_bytes=optim,
                         activations_bytes=per_mb * in_flight, buffers_bytes=buffers,
-                        overhead_bytes=cfg.memory_overhead_fraction * usable, capacity_bytes=usable, rank=rank,
+                        overhead_bytes=overhead_fraction(cfg, stack) * usable, capacity_bytes=usable, rank=rank,
                         stage=stage.stage, host_prefetch_bytes=host_prefetch, external_bytes=external,
-                        external_capacity_bytes=ext_cap)
+                        external_capacity_bytes=ext_cap, reserve_fraction=stack.allocator_reserve_fraction,
+                        workspace_bytes=stack.workspace_bytes)
+
+
+def overhead_fraction(cfg, stack) -> float:
+    """The generic allowance (TrainConfig.memory_overhead_fraction of usable memory) applies when the
+    stack has no allocator model (reserve fraction and workspace both 0: the reference stack, as
+    before stacks existed). A stack's model replaces it — reserved = allocated · (1 + f) + w, PyTorch
+    CUDA caching allocator ("CUDA semantics — Memory management": reserved ≥ allocated) plus the
+    CUDA context / NCCL / cuBLAS workspaces — unless the user set the fraction explicitly."""
+    has_model = stack.allocator_reserve_fraction > 0 or stack.workspace_bytes > 0
+    if has_model and "memory_overhead_fraction" not in cfg.model_fields_set:
+        return 0.0
+    return cfg.memory_overhead_fraction
+
+
+def gathered_params_bytes(stage, model, cfg, lay, reg, prefetch_layers: int = 1) -> float:
+    """ZeRO-3 / FSDP: the unsharded weights of the wrapping units (blocks) gathered at once on this
+    stage's ranks — the block in use plus ``prefetch_layers`` prefetched ahead (FSDP forward /
+    backward prefetch; Stack.fsdp_prefetch_layers, 1 by default): the 1 + prefetch largest blocks
+    *of this pipeline stage* (each stage gathers only its own blocks, sharded over its own dp · cp
+    group; Rajbhandari et al. 2020 §5.3: parameters are all-gathered per layer, used, then released).
+    Each block's weights are this rank's tensor / expert share (shard_factors), in the compute dtype."""
+    idx, sp = model_index(model), cfg.sequence_parallel
+    per_block = sorted((sum(idx.reps[s].param_count * shard_factors(idx.reps[s], lay.tp, sp, lay.ep).weights * n
+                            for s, n in idx.block_items[b]) for b in stage.blocks), reverse=True)
+    return sum(per_block[:1 + prefetch_layers]) * reg.weight_bytes

@@ -22,6 +22,7 @@ from simtrain.graph.model import Model
 from simtrain.parallel.model_index import model_index
 from simtrain.graph.op import Op
 from simtrain.specs.hardware import Cluster
+from simtrain.specs.stack import Stack, stack_of
 from simtrain.specs.train import TrainConfig
 
 __all__ = ["CommTask", "StageProgram", "RankProgram", "Layout", "stage_program"]
@@ -55,6 +56,8 @@ class CommTask:
     count: int = 1
     overlap_s: float = 0.0
     """Compute it can hide behind (ring attention, ZeRO-3 prefetch); exposed = max(0, s·count − overlap)."""
+    slowdown: float = 0.0
+    """The stack's comm/compute interference: the hidden part still costs slowdown × its seconds."""
 
     @functools.cached_property
     def total_s(self) -> float:
@@ -62,7 +65,8 @@ class CommTask:
 
     @functools.cached_property
     def exposed_s(self) -> float:
-        return max(0.0, self.total_s - self.overlap_s)
+        hidden = min(self.total_s, self.overlap_s)
+        return max(0.0, self.total_s - self.overlap_s) + self.slowdown * hidden
 
 
 @dataclass(frozen=True)
@@ -109,11 +113,12 @@ class _OpCoster:
     re-uses them across estimates (keyed by the device object itself, which is immutable)."""
 
     def __init__(self, cluster: Cluster, reg: Regime, lay: Layout, sp: bool, model: Model | None = None,
-                 moe_imbalance: float = 1.0) -> None:
+                 moe_imbalance: float = 1.0, stack: Stack | None = None) -> None:
         self.device, self.reg, self.lay, self.sp, self.imbalance = cluster.device, reg, lay, sp, moe_imbalance
+        self.stack = stack
         self.eff = device_efficiency(cluster.device)
         self.micro = lay.micro_batch / lay.cp  # context parallelism splits every sequence cp ways
-        key = ("costs", id(self.device), reg.precision, self.micro, lay.tp, sp, lay.ep, moe_imbalance)
+        key = ("costs", id(self.device), reg.precision, self.micro, lay.tp, sp, lay.ep, moe_imbalance, stack)
         memo = model_index(model).memo if model is not None else {}
         entry = memo.get(key)
         if entry is None or entry[0] is not self.device:  # id reuse after a device was freed
@@ -125,7 +130,7 @@ class _OpCoster:
         c = self.cache.get(key)
         if c is None:
             c = op_cost(op, self.micro, self.reg, self.device, self.eff, self.lay.tp, self.sp, self.lay.ep,
-                        self.imbalance)
+                        self.imbalance, self.stack)
             self.cache[key] = c
         return c
 
@@ -145,7 +150,7 @@ def _setting_key(cfg: TrainConfig) -> tuple:
     """The TrainConfig fields a stage's program depends on (besides the layout)."""
     return (str(cfg.recompute), cfg.recompute_every_k_blocks, cfg.sequence_parallel, str(cfg.precision),
             str(cfg.optimizer), cfg.fused_optimizer, cfg.zero_stage, tuple(cfg.frozen_prefixes), cfg.dp_overlap,
-            cfg.dp_bucket_bytes, cfg.moe_load_imbalance)
+            cfg.dp_bucket_bytes, cfg.moe_load_imbalance, stack_of(cfg), cfg.grad_clipping)
 
 
 def stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cluster, cfg: TrainConfig,
@@ -168,24 +173,35 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
                    lay: Layout, comm, coster: _OpCoster | None = None) -> StageProgram:
     """Cost one stage: compute by phase, its collectives, dp sync and optimizer."""
     reg = coster.reg if coster else regime(cfg.precision)
-    coster = coster or _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance)
+    stack = stack_of(cfg)
+    coster = coster or _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance, stack)
     items = model_index(model).items(blocks)
-    fw = bw = rc = fwf = bwf = rcf = mem = 0.0
+    fw = bw = rc = fwf = bwf = rcf = mem = fwk = bwk = rck = 0.0
     times = []
     for op, n, repeated, name in items:
         c = coster(op)
         again = _recomputed(op, cfg, repeated)
         fw, bw, fwf, bwf, mem = fw + n * c.fw_s, bw + n * c.bw_s, fwf + n * c.fw_flops, bwf + n * c.bw_flops, \
             mem + n * c.memory_bound_s
+        fwk, bwk = fwk + n * c.fw_kernels, bwk + n * c.bw_kernels
         if again:
-            rc, rcf = rc + n * c.fw_s, rcf + n * c.fw_flops
+            rc, rcf, rck = rc + n * c.fw_s, rcf + n * c.fw_flops, rck + n * c.fw_kernels
         times.append((name if n > 1 else op.name, op.kind, n * (c.fw_s + c.bw_s + (c.fw_s if again else 0.0))))
+    fw, bw, rc = (host_bound_s(gpu, k, stack) for gpu, k in ((fw, fwk), (bw, bwk), (rc, rck)))
     from simtrain.parallel.comm_tasks import microbatch_comm, step_comm
     mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks), fw, bw + rc)
     pm = _param_memory(model, blocks, items, cfg, lay, reg)
-    dp_comm = step_comm(pm, cfg, lay, reg, comm, fw, bw + rc)  # the last micro-batch's backward hides the sync
+    dp_comm = step_comm(pm, cfg, lay, reg, comm, fw, bw + rc, len(blocks))  # the last micro-batch's backward hides the sync
     opt_s = _optimizer_seconds(pm.trainable_count, items, cfg, lay, reg, coster)
     return StageProgram(stage, blocks, fw, bw, rc, fwf, bwf, rcf, mb_comm, dp_comm, opt_s, pm, mem, tuple(times))
+
+
+def host_bound_s(gpu_s: float, kernels: float, stack: Stack) -> float:
+    """A phase's seconds when the CPU must dispatch ``kernels`` kernels at ``stack.host_dispatch_s``
+    each: the CPU runs ahead through the launch queue, so the slower of the two sets the pace;
+    when the GPU waits on every dispatch (``gpu_waits_on_cpu``) the two add."""
+    cpu_s = kernels * stack.host_dispatch_s
+    return gpu_s + cpu_s if stack.gpu_waits_on_cpu else max(gpu_s, cpu_s)
 
 
 def _last_op(model: Model, blocks: tuple[str, ...]) -> Op:
@@ -207,10 +223,12 @@ def _tied_copies(model: Model, blocks, items) -> list[Op]:
 
 
 def _param_memory(model: Model, blocks, items, cfg: TrainConfig, lay: Layout, reg: Regime) -> ParamMemory:
-    """Weights, grads, optimizer state of the stage (memoised with the model: a pure function of these)."""
+    """Weights, grads, optimizer state of the stage (memoised with the model: a pure function of these,
+    the ZeRO degree dp · cp and the stack's ``grad_fp32_buffer`` included)."""
     idx = model_index(model)
-    key = ("params", blocks, lay.tp, lay.ep, lay.dp, cfg.sequence_parallel, cfg.zero_stage, str(cfg.optimizer),
-           reg.precision, tuple(cfg.frozen_prefixes), lay.micro_batches > 1)
+    key = ("params", blocks, lay.tp, lay.ep, lay.dp, lay.cp, cfg.sequence_parallel, cfg.zero_stage,
+           str(cfg.optimizer), reg.precision, tuple(cfg.frozen_prefixes), lay.micro_batches > 1,
+           stack_of(cfg).grad_fp32_buffer)
     pm = idx.memo.get(key)
     if pm is None:
         pm = idx.memo[key] = _param_memory_uncached(model, blocks, items, cfg, lay, reg)
@@ -225,9 +243,10 @@ def _param_memory_uncached(model: Model, blocks, items, cfg: TrainConfig, lay: L
     else:
         ops = [(op, n) for op, n, _, _ in items]
     ops += [(op, 1) for op in _tied_copies(model, blocks, items)]
+    # ZeRO / FSDP shard over dp · cp (cost/memory.py zero_degree); Megatron's main_grad per the stack
     return param_memory(ops, reg, cfg.optimizer, tp=lay.tp, sp=cfg.sequence_parallel, ep=lay.ep, dp=lay.dp,
-                        zero_stage=cfg.zero_stage, frozen_prefixes=tuple(cfg.frozen_prefixes),
-                        accumulating=lay.micro_batches > 1)
+                        cp=lay.cp, zero_stage=cfg.zero_stage, frozen_prefixes=tuple(cfg.frozen_prefixes),
+                        accumulating=lay.micro_batches > 1, grad_fp32_buffer=stack_of(cfg).grad_fp32_buffer)
 
 
 def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, reg: Regime,
@@ -239,6 +258,10 @@ def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, r
     passes = step_passes(cfg.optimizer, cfg.fused_optimizer, reg.master_bytes > 0)
     if reg.loss_scaling:
         passes += 2  # unscale the gradients and check them for inf / nan
+    grad_pass = reg.grad_bytes / 4.0  # one pass over the gradients, in fp32-vector units
+    if cfg.grad_clipping:
+        passes += 3 * grad_pass  # global-norm clipping: read for the norm, read + write to scale
+    passes += grad_pass  # zero the gradient buffer for the next step
     seconds = memory_seconds(passes * 4.0 * shard, coster.device, coster.eff)
     tensors = sum(n for op, n, _, _ in items if op.param_count) * 2  # weight + bias per parameterised op
     kernels = traits(cfg.optimizer).unfused_kernels * tensors if not cfg.fused_optimizer else max(1, tensors // 64)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 __all__ = ["StepReport", "MemoryReport", "OpTime", "CommReport", "BREAKDOWN_KEYS", "ENERGY_MODEL"]
 
@@ -19,7 +19,26 @@ ENERGY_MODEL = (
 
 @dataclass(frozen=True, slots=True)
 class MemoryReport:
-    """Memory of the peak device (bytes)."""
+    """Memory of the peak device (bytes): what the tensors allocate, and what the framework reserves.
+
+    * ``total_bytes`` — the *allocated* peak: params + grads + optimizer + activations + buffers
+      (+ ``overhead_bytes``, the generic allowance, see below); ``torch.cuda.max_memory_allocated``.
+    * ``reserved_bytes`` — what the process takes from the device: the caching allocator keeps freed
+      blocks and rounds requests up to its block sizes, so its reserved segments exceed the allocated
+      peak by a fraction (PyTorch docs, "CUDA semantics — Memory management":
+      ``max_memory_reserved`` ≥ ``max_memory_allocated``), and the CUDA context, NCCL communicators
+      and cuBLAS / cuDNN workspaces live outside the allocator's tensors::
+
+          reserved = total · (1 + reserve_fraction) + workspace_bytes
+
+      (``Stack.allocator_reserve_fraction``, ``Stack.workspace_bytes``). ``fits`` means
+      reserved ≤ capacity; ``overflow_bytes`` is reserved − capacity.
+    * ``overhead_bytes`` — the generic allowance ``TrainConfig.memory_overhead_fraction`` × usable
+      capacity, used when the software stack gives no allocator model (reserve fraction and workspace
+      both 0: the reference stack, simtrain's behaviour before stacks). A stack with a reserve or a
+      workspace replaces it (``overhead_bytes`` = 0) unless the TrainConfig sets
+      ``memory_overhead_fraction`` explicitly, which then counts on top (parallel/memory_plan.py).
+    """
 
     params_bytes: float
     grads_bytes: float
@@ -35,31 +54,48 @@ class MemoryReport:
     external_bytes: float = 0.0
     """Weights, gradients and optimizer state held off-device by a weight-streaming system (MemoryX)."""
     external_capacity_bytes: float | None = None
+    reserve_fraction: float = 0.0
+    """Caching-allocator reserve over the allocated peak (``Stack.allocator_reserve_fraction``)."""
+    workspace_bytes: float = 0.0
+    """CUDA context, NCCL buffers, cuBLAS / cuDNN workspaces (``Stack.workspace_bytes``)."""
 
     @property
     def total_bytes(self) -> float:
+        """The allocated peak: the tensors (plus the generic overhead allowance when it applies)."""
         return (self.params_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
                 + self.buffers_bytes + self.overhead_bytes)
 
     @property
+    def reserved_bytes(self) -> float:
+        """Device memory the framework holds: total · (1 + reserve_fraction) + workspace_bytes."""
+        return self.total_bytes * (1.0 + self.reserve_fraction) + self.workspace_bytes
+
+    @property
+    def reserve_bytes(self) -> float:
+        """reserved − allocated: the allocator's cached / rounded blocks plus the workspaces."""
+        return self.reserved_bytes - self.total_bytes
+
+    @property
     def fits(self) -> bool:
+        """Reserved (not merely allocated) memory within the usable capacity."""
         external_ok = self.external_capacity_bytes is None or self.external_bytes <= self.external_capacity_bytes
-        return self.total_bytes <= self.capacity_bytes and external_ok
+        return self.reserved_bytes <= self.capacity_bytes and external_ok
 
     @property
     def overflow_bytes(self) -> float:
-        return max(0.0, self.total_bytes - self.capacity_bytes)
+        return max(0.0, self.reserved_bytes - self.capacity_bytes)
 
     def largest_term(self) -> tuple[str, float]:
         terms = {"params": self.params_bytes, "grads": self.grads_bytes, "optimizer": self.optimizer_bytes,
                  "activations": self.activations_bytes, "buffers": self.buffers_bytes,
-                 "overhead": self.overhead_bytes}
+                 "overhead": self.overhead_bytes, "reserve": self.reserve_bytes}
         name = max(terms, key=terms.get)
         return name, terms[name]
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d.update(total_bytes=self.total_bytes, fits=self.fits, overflow_bytes=self.overflow_bytes)
+        d.update(total_bytes=self.total_bytes, reserved_bytes=self.reserved_bytes, fits=self.fits,
+                 overflow_bytes=self.overflow_bytes)
         return d
 
 
@@ -118,10 +154,13 @@ class StepReport:
     attention_flops: str = "full"
     engine: str = "estimate"
     notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    """Sanity flags (report/sanity.py): implausible MFU/HFU, communication- or data-bound, memory full."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "time_breakdown_s", _frozen(self.time_breakdown_s))
         object.__setattr__(self, "layout", _frozen(self.layout))
+        object.__setattr__(self, "warnings", tuple(self.warnings))
 
     # --- rates -----------------------------------------------------------------------------------
     @property
@@ -200,5 +239,6 @@ class StepReport:
             "memory": self.memory.to_dict() if self.memory else None,
             "top_ops": [asdict(o) for o in self.top_ops], "comm": [asdict(c) for c in self.comm],
             "attention_flops": self.attention_flops, "notes": list(self.notes),
+            "warnings": list(self.warnings),
         }
         return d

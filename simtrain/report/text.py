@@ -1,4 +1,4 @@
-"""A StepReport as readable text: headline, breakdown, memory, communication, top ops, bottleneck."""
+"""A StepReport as readable text: headline, breakdown, memory, communication, top ops, bottleneck, warnings."""
 
 from __future__ import annotations
 
@@ -53,7 +53,11 @@ def _memory(r: StepReport) -> list[str]:
     for name in ("params", "grads", "optimizer", "activations", "buffers", "overhead"):
         lines.append(f"  {name:<16} {fmt_bytes(getattr(m, name + '_bytes')):>14}")
     verdict = "fits" if m.fits else f"DOES NOT FIT (over by {fmt_bytes(m.overflow_bytes)})"
-    lines.append(f"  {'total':<16} {fmt_bytes(m.total_bytes):>14}  of {fmt_bytes(m.capacity_bytes)} usable: {verdict}")
+    lines.append(f"  {'total':<16} {fmt_bytes(m.total_bytes):>14}  allocated")
+    how = (f"total × {1 + m.reserve_fraction:.2f} + {fmt_bytes(m.workspace_bytes)} workspace"
+           if m.reserve_fraction or m.workspace_bytes else "= total: no allocator model, the overhead allowance instead")
+    lines.append(f"  {'reserved':<16} {fmt_bytes(m.reserved_bytes):>14}  of {fmt_bytes(m.capacity_bytes)} usable: "
+                 f"{verdict}  ({how})")
     if m.host_prefetch_bytes:
         lines.append(f"  host DRAM prefetch buffers {fmt_bytes(m.host_prefetch_bytes)}")
     return lines
@@ -71,6 +75,11 @@ def _comm_and_ops(r: StepReport) -> list[str]:
     return lines
 
 
+def _warnings(r: StepReport) -> list[str]:
+    """Sanity flags (report/sanity.py), one per line."""
+    return ["", "warnings:"] + [f"  ! {w}" for w in r.warnings] if r.warnings else []
+
+
 def render_report(r: StepReport, tokens: float | None = None) -> str:
     """The whole report as text (used by the CLI)."""
     lines = _headline(r)
@@ -85,4 +94,5 @@ def render_report(r: StepReport, tokens: float | None = None) -> str:
             lines.append(f"time to train {tokens:.3g} tokens: {fmt_seconds(t)}"
                          + (f", ${cost:,.0f}" if cost is not None else "")
                          + (f", {kwh:,.0f} kWh device energy" if kwh is not None else ""))
+        lines += _warnings(r)
     return "\n".join(lines)

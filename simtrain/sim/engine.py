@@ -124,6 +124,8 @@ def simulate(model, cluster, cfg):
     from simtrain.errors import SimtrainError, SpecError
     from simtrain.estimator import build_program, compose, infeasible_report, prepare_model
     try:
+        from simtrain.specs.stack import resolve_stack
+        cfg = resolve_stack(cfg)
         model = prepare_model(model, cfg)
         program = build_program(model, cluster, cfg)
     except (SpecError, SimtrainError) as err:

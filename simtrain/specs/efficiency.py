@@ -10,7 +10,7 @@ from pydantic import Field
 from simtrain.glossary import OpClass
 from simtrain.specs.base import Seconds, Spec
 
-__all__ = ["ComputeCurve", "Efficiency", "Fraction"]
+__all__ = ["AttentionKernel", "ComputeCurve", "Efficiency", "Fraction"]
 
 Fraction = Annotated[float, Field(gt=0, le=1)]
 
@@ -27,6 +27,30 @@ class ComputeCurve(Spec):
     half_flops: Annotated[float, Field(ge=0)] = 0.0
 
 
+class AttentionKernel(Spec):
+    """Achieved throughput of one fused-attention kernel family on one device.
+
+    Fraction of the dense matrix peak, on the FLOPs the kernel executes (flash-attention benchmark
+    convention, components.md §2: forward 4·B·S²·H·D, halved when causal; backward 2.5 × forward,
+    five matmuls including the recomputed QKᵀ), as a function of the sequence length:
+    ``fw_peak_fraction · s / (s + half_seq)`` (forward) and the same with ``bw_peak_fraction``
+    (backward). Causal kernels skip the masked blocks but fill the machine later: their ramp is
+    ``causal_half_seq`` (defaults to ``half_seq``).
+    """
+
+    fw_peak_fraction: Fraction
+    bw_peak_fraction: Fraction
+    half_seq: Annotated[float, Field(ge=0, le=1e7)] = 0.0
+    causal_half_seq: Annotated[float, Field(ge=0, le=1e7)] | None = None
+    source: str = "unsourced"
+
+    def fraction(self, phase: str, seq: int, causal: bool) -> float:
+        """Achieved fraction of peak for ``phase`` ("fw" or a backward phase) at sequence ``seq``."""
+        half = self.causal_half_seq if (causal and self.causal_half_seq is not None) else self.half_seq
+        ceiling = self.fw_peak_fraction if phase == "fw" else self.bw_peak_fraction
+        return ceiling * seq / (seq + half)
+
+
 class Efficiency(Spec):
     """Efficiency parameters of one device (defaults per kind; fitted by ``st.calibrate``)."""
 
@@ -38,6 +62,15 @@ class Efficiency(Spec):
     launch_overhead_s: Seconds = 0.0
     link_bandwidth_fraction: Fraction = 0.8
     link_latency_scale: Annotated[float, Field(gt=0, le=1000)] = 1.0
+    link_half_bytes: Annotated[float, Field(ge=0, le=1e12)] = 0.0
+    """Message size (bytes) at which a collective reaches half of its large-message bus bandwidth
+    (NCCL's protocol / channel ramp, components.md §4a); applied as ``S / (S + link_half_bytes)``."""
+    sustained_clock_fraction: Fraction = 1.0
+    """Sustained clock under a training load over the clock the datasheet peak assumes (power and
+    thermal limits, components.md §8); scales every compute peak."""
+    attention_kernels: dict[str, AttentionKernel] = Field(default_factory=dict)
+    """Fused-attention kernel families measured on this device (cudnn, fa3, fa2, sdpa, triton); a
+    stack picks one by name, and a family missing here falls back to the ``attention`` curve."""
     source: str = "default"
     extra: dict[str, float] = Field(default_factory=dict)
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from simtrain.glossary import OptimizerKind, PipelineSchedule, Precision, Recompute
 from simtrain.specs.base import Bytes, BytesPerS, Seconds, Spec, spec_error_from_validation
+from simtrain.specs.stack import Stack
 
 __all__ = ["TrainConfig", "DataPipeline", "EvalConfig", "layout_problems", "resolve_dp"]
 
@@ -91,6 +92,9 @@ class TrainConfig(Spec):
     """With recompute='full': checkpoint only every k-th block (k=1 is every block)."""
     fused_optimizer: bool = True
     """Fused / multi-tensor optimizer step (≈2× parameter bytes moved) vs unfused (≈5×)."""
+    grad_clipping: bool = True
+    """Clip gradients by their global norm before the step (Megatron --clip-grad 1.0, torchtitan
+    max_norm, HF max_grad_norm=1.0: all on by default): a read pass for the norm, a scaling pass."""
     dp_overlap: bool = True
     """Overlap gradient all-reduce buckets with the backward pass."""
     dp_bucket_bytes: Bytes = 25 * 2**20
@@ -107,6 +111,22 @@ class TrainConfig(Spec):
     """Allocator fragmentation + framework workspace, as a fraction of usable device memory."""
     data: DataPipeline = Field(default_factory=DataPipeline)
     eval: EvalConfig | None = None
+    stack: str | Stack | None = None
+    """Software stack: a preset name (``st.stack_names()``: megatron-core, fsdp2, fsdp2-compile,
+    deepspeed, ddp, llm-foundry, megatron-lm, reference), a ``Stack``, or in a file a mapping
+    ``{preset: NAME, knob: value, ...}`` overriding some knobs. None: the neutral reference stack."""
+
+    @field_validator("stack", mode="before")
+    @classmethod
+    def _stack_overrides(cls, value):
+        """``{preset: NAME, knob: value}`` is the preset with those knobs replaced (parsed here so a
+        bad knob is reported as ``stack.<knob>`` at construction)."""
+        if isinstance(value, dict) and "preset" in value:
+            from simtrain.specs.stack import load_stack
+            knobs = {k: v for k, v in value.items() if k != "preset"}
+            base = load_stack(str(value["preset"]))
+            return Stack.model_validate({**base.model_dump(), **knobs, "name": knobs.get("name", base.name)})
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
@@ -133,6 +153,10 @@ class TrainConfig(Spec):
             out.append(f"rank_order {self.rank_order!r} must name each of tp, cp, ep, dp, pp once, joined by '-'")
         if self.recompute_every_k_blocks is not None and self.recompute is not Recompute.FULL:
             out.append("recompute_every_k_blocks needs recompute='full'")
+        if isinstance(self.stack, str):
+            from simtrain.specs.stack import stack_names
+            if self.stack not in stack_names():
+                out.append(f"stack {self.stack!r} is not a preset ({', '.join(stack_names())})")
         return out
 
     def _schedule_problems(self) -> list[str]:

@@ -244,3 +244,22 @@ def test_cli_model_show_and_list(capsys):
     assert "llama3-405b" in capsys.readouterr().out
     assert main(["model", "show", "no-such-model"]) == 2
     assert "no model named" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("impl, fused", [(None, True), ("sdpa", True), ("flash_attention_2", True), ("eager", False)])
+def test_hf_attn_implementation_chooses_the_attention_kernel(impl, fused):
+    import json
+    from pathlib import Path
+    cfg = json.loads((Path(__file__).parents[1] / "data" / "hf" / "gpt2.json").read_text())
+    if impl is not None:
+        cfg["attn_implementation"] = impl
+    m = Model.from_hf_config(cfg)
+    att = [op.attention for op in m.ops if op.attention is not None]
+    assert att and all(a.fused is fused for a in att)
+
+
+def test_hf_unknown_attn_implementation_is_an_error():
+    cfg = {"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 4,
+           "intermediate_size": 32, "vocab_size": 32, "attn_implementation": "magic"}
+    with pytest.raises(SpecError, match="attn_implementation"):
+        Model.from_hf_config(cfg)

@@ -59,3 +59,78 @@ def test_flash_attention_switch_rebuilds_the_graph(h100x4):
     assert fused.memory.activations_bytes < materialised.memory.activations_bytes / 2
     assert fused.step_time_s < materialised.step_time_s
     assert fused.model_flops_per_step == materialised.model_flops_per_step
+
+
+# --- EP all-to-all volume, by hand (GShard §2.2; Megatron-core MoE token dispatcher) ------------
+
+S, H, A, V = 8, 16, 4, 32  # tiny MoE transformer: seq, hidden, heads, vocab
+
+
+def _tiny_moe(experts=4, top_k=2):
+    from simtrain.graph.builders import build_model
+    from simtrain.graph.spec import ModelSpec
+    t = {"layers": 2, "hidden": H, "heads": A, "vocab": V, "ffn_hidden": 32, "activation": "swiglu",
+         "biases": False, "moe": {"experts": experts, "top_k": top_k}}
+    return build_model(ModelSpec.model_validate({"name": "tiny-moe", "family": "transformer", "seq_len": S,
+                                                 "transformer": t}))
+
+
+def _ep_program(model, ep=2, cp=1, tp=2, mb=2):
+    from simtrain.estimator import build_program
+    cluster = st.load_cluster("dgx-h100", nodes=1)  # 8 ranks: dp = 8 / tp, ep carved out of dp × cp
+    cfg = st.TrainConfig(global_batch_size=16, micro_batch_size=mb, tp=tp, cp=cp, ep=ep, sequence_parallel=True,
+                         precision="bf16")
+    return build_program(model, cluster, cfg), cluster, cfg
+
+
+def _ep_tasks_of(program):
+    return [t for stage in program.stages for t in stage.comm if t.axis == "ep"]
+
+
+def test_ep_alltoall_bytes_are_the_routed_tokens_hand_derived():
+    """Per rank and micro-batch: T = b·s/(cp·tp) = 2·8/2 = 8 tokens, each to k = 2 experts, h = 16,
+    bf16: S = 8·16·2·2 = 512 bytes per all-to-all; 2 MoE layers × (dispatch + combine) = 4 in forward,
+    4 in backward. (The old code sent op.act_read.fw, the expert FFN's whole input traffic.)"""
+    from simtrain.cost.collectives import collective_time
+    from simtrain.parallel.comm import comm_for
+    program, cluster, cfg = _ep_program(_tiny_moe())
+    tasks = _ep_tasks_of(program)
+    assert [(t.phase, t.kind, t.bytes, t.count) for t in tasks] == [("fw", "alltoall", 512.0, 4),
+                                                                      ("bw", "alltoall", 512.0, 4)]
+    comm = comm_for(cluster, program.layout, cfg)
+    one = collective_time("alltoall", 512.0, comm.topology("ep"), efficiency=comm.eff)
+    assert one.ranks == 2
+    # S includes the rank's own share; the collective sends (ep − 1)/ep of it, once
+    assert sum(one.bytes_sent_per_rank.values()) == pytest.approx(512.0 * (2 - 1) / 2)
+    for t in tasks:
+        assert t.seconds == pytest.approx(one.seconds, rel=1e-12)
+        assert t.total_s == pytest.approx(4 * one.seconds, rel=1e-12) and t.exposed_s == t.total_s
+
+
+def test_ep_alltoall_bytes_scale_with_tokens_not_with_cp_tp_shards():
+    """cp = 2 halves each rank's tokens (b·s/cp); tp = 1 doubles them (no sequence shard)."""
+    model = _tiny_moe()
+    assert [t.bytes for t in _ep_tasks_of(_ep_program(model, cp=2)[0])] == [256.0, 256.0]
+    assert [t.bytes for t in _ep_tasks_of(_ep_program(model, tp=1)[0])] == [1024.0, 1024.0]
+
+
+def test_ep_volume_depends_on_top_k_not_on_the_number_of_experts():
+    def vol(experts, top_k):
+        return [(t.bytes, t.count) for t in _ep_tasks_of(_ep_program(_tiny_moe(experts, top_k))[0])]
+    assert vol(4, 2) == vol(8, 2) == vol(16, 2) == [(512.0, 4), (512.0, 4)]
+    assert vol(8, 1) == [(256.0, 4), (256.0, 4)]
+
+
+def test_ep_one_issues_no_alltoall():
+    program, _, _ = _ep_program(_tiny_moe(), ep=1)
+    assert _ep_tasks_of(program) == []
+
+
+def test_full_recompute_repeats_the_forward_alltoalls():
+    from simtrain.estimator import build_program
+    model, cluster = _tiny_moe(), st.load_cluster("dgx-h100", nodes=1)
+    cfg = st.TrainConfig(global_batch_size=16, micro_batch_size=2, tp=2, ep=2, sequence_parallel=True,
+                         precision="bf16", recompute="full")
+    tasks = _ep_tasks_of(build_program(model, cluster, cfg))
+    assert [(t.phase, t.bytes, t.count) for t in tasks] == [("fw", 512.0, 4), ("bw", 512.0, 4),
+                                                            ("recompute", 512.0, 4)]

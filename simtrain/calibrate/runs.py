@@ -1,0 +1,269 @@
+"""One-shot calibration from measured training runs: ``st.RunRecord`` → ``st.calibrate_runs`` → ``st.Calibration``.
+
+    rec = st.RunRecord(model=model, cluster=cluster, config=cfg, step_time_s=1.84)
+    cal = st.calibrate_runs([rec])              # one run fits one factor ("compute")
+    cal.factors, cal.uncertainty, cal.loo_error
+    st.estimate(other_model, cal.apply(cluster), other_cfg)     # the fitted stack, elsewhere
+    cal.to_yaml("my-stack.yaml"); st.load_calibration("my-stack.yaml")
+
+Method: least squares on ``log(predicted / measured)`` over the records, in log-factor space, with
+the bounds of :mod:`simtrain.calibrate.factors`, through ``st.estimate`` itself (so every mechanism of
+the model is in the loop). How many factors: :func:`factors_for` (one run fits one), in the priority order compute,
+communication, memory, launch, skipping any the records cannot see (a factor that moves no
+prediction by ≥ 1 % when doubled). Uncertainty: the standard error of each log-factor from the
+Gauss-Newton covariance ``s² (JᵀJ)⁻¹``, with ``s`` the residual scatter — never below
+:data:`RUN_NOISE`, the run-to-run spread of a measured step time — reported as a relative (±)
+figure. Leave-one-out: each record predicted by a fit on the others (needs ≥ 2 records).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import Field
+
+from simtrain.calibrate.factors import BOUNDS, FACTORS, check_factors, scaled_cluster
+from simtrain.errors import SpecError
+from simtrain.specs.base import Spec
+
+__all__ = ["RunRecord", "Calibration", "RecordFit", "calibrate_runs", "load_calibration", "RUN_NOISE"]
+
+RUN_NOISE = 0.02
+"""Relative run-to-run spread of a measured step time (steady-state steps of one job vary by ~1–3 %):
+the floor of the residual scatter used for the uncertainty."""
+
+_SENSITIVITY_MIN = 0.01
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One measured run: what was trained, on what, how, and the measured step time (and memory)."""
+
+    model: Any
+    cluster: Any
+    config: Any
+    step_time_s: float
+    peak_memory_bytes: float | None = None
+    """Measured peak reserved memory of the busiest rank (torch.cuda.max_memory_reserved), if known."""
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        from simtrain.graph.model import Model
+        from simtrain.specs.hardware import Cluster
+        from simtrain.specs.train import TrainConfig
+        where = f"RunRecord {self.name!r}" if self.name else "RunRecord"
+        for field, kind in (("model", Model), ("cluster", Cluster), ("config", TrainConfig)):
+            if not isinstance(getattr(self, field), kind):
+                raise SpecError.one(where, field, f"must be a {kind.__name__} (got {type(getattr(self, field)).__name__}); "
+                                    f"load it with st.load_{field if field != 'config' else 'job'} or build it")
+        for field in ("step_time_s", "peak_memory_bytes"):
+            v = getattr(self, field)
+            if v is None and field == "peak_memory_bytes":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise SpecError.one(where, field, "must be a finite number > 0")
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.model.name} on {self.cluster.devices_count} × {self.cluster.device.name}"
+
+
+class RecordFit(Spec):
+    """One record after the fit: measured vs predicted (and the same with it left out)."""
+
+    name: str
+    measured_s: float
+    predicted_s: float
+    loo_predicted_s: float | None = None
+    measured_memory_bytes: float | None = None
+    predicted_memory_bytes: float | None = None
+
+    @property
+    def error(self) -> float:
+        return self.predicted_s / self.measured_s - 1.0
+
+    @property
+    def loo_error(self) -> float | None:
+        return None if self.loo_predicted_s is None else self.loo_predicted_s / self.measured_s - 1.0
+
+
+class Calibration(Spec):
+    """Fitted stack-level factors and how well they hold."""
+
+    factors: dict[str, Annotated[float, Field(gt=0)]]
+    """Fitted multipliers (see simtrain.calibrate.factors); factors not fitted are absent (= 1)."""
+    uncertainty: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    """Relative standard error of each fitted factor (0.03 = ±3 %)."""
+    loo_error: Annotated[float, Field(ge=0)] | None = None
+    """Mean absolute leave-one-out error of the step time (None with one record)."""
+    records: list[RecordFit] = Field(default_factory=list)
+    stack: str | None = None
+    """The stack the records ran (the factors belong to it)."""
+    device: str | None = None
+    source: str = "st.calibrate_runs"
+
+    def model_post_init(self, _context) -> None:
+        check_factors(self.factors)
+
+    def apply(self, cluster):
+        """``cluster`` with the fitted factors applied to its device's efficiency profile."""
+        return scaled_cluster(cluster, self.factors, f"calibration ({self.source})")
+
+    def to_yaml(self, path: str | Path) -> Path:
+        import yaml
+        path = Path(path)
+        doc = {"spec": "calibration", **self.model_dump(mode="json")}
+        path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        return path
+
+    def summary(self) -> str:
+        lines = [f"calibration of stack {self.stack or '(none named)'} on {self.device or '?'}: "
+                 f"{len(self.records)} run(s)"]
+        for name, value in self.factors.items():
+            lines.append(f"  {name:<14} {value:.3f} ± {100 * self.uncertainty.get(name, float('nan')):.1f} %")
+        for r in self.records:
+            loo = "" if r.loo_error is None else f"   left out {100 * r.loo_error:+.1f} %"
+            lines.append(f"  {r.name:<40} measured {r.measured_s:.4g} s  fitted {100 * r.error:+.1f} %{loo}")
+        if self.loo_error is not None:
+            lines.append(f"  leave-one-out mean |error| {100 * self.loo_error:.1f} %")
+        return "\n".join(lines)
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    """Read a calibration written by ``Calibration.to_yaml`` (safe YAML, validated, size-capped)."""
+    from simtrain.specs.base import spec_error_from_validation
+    from pydantic import ValidationError
+    import yaml
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError.one(str(path), "", "not a regular file")
+    if path.stat().st_size > 4 * 2**20:
+        raise SpecError.one(str(path), "", "larger than 4 MiB: not a calibration file")
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError):
+        raise SpecError.one(str(path), "", "not valid YAML") from None
+    if not isinstance(doc, dict) or doc.pop("spec", None) != "calibration":
+        raise SpecError.one(str(path), "spec", "a calibration file starts with 'spec: calibration'")
+    try:
+        return Calibration.model_validate(doc)
+    except ValidationError as err:
+        raise spec_error_from_validation(err, str(path)) from None
+    except SpecError as err:
+        raise SpecError.one(str(path), "factors", str(err)) from None
+
+
+# ----------------------------------------------------------------------------------------------
+def _predict(rec: RunRecord, factors: dict[str, float]):
+    from simtrain.estimator import estimate
+    return estimate(rec.model, scaled_cluster(rec.cluster, factors) if factors else rec.cluster, rec.config)
+
+
+def _log_errors(records, names, theta) -> np.ndarray:
+    factors = dict(zip(names, np.exp(theta), strict=True))
+    out = []
+    for rec in records:
+        r = _predict(rec, factors)
+        if not r.feasible or not math.isfinite(r.step_time_s):
+            raise SpecError.one(rec.label, "config", "the run is predicted infeasible: "
+                                + "; ".join(r.reasons)[:300])
+        out.append(math.log(r.step_time_s / rec.step_time_s))
+    return np.array(out)
+
+
+def _identifiable(records, wanted: int, candidates=FACTORS) -> list[str]:
+    """The first ``wanted`` factors (priority order) that move some prediction by ≥ 1 % when doubled."""
+    base = _log_errors(records, [], np.array([]))
+    chosen = []
+    for name in candidates:
+        if len(chosen) == wanted:
+            break
+        moved = _log_errors(records, [name], np.array([math.log(2.0)])) - base
+        if np.max(np.abs(moved)) >= _SENSITIVITY_MIN:
+            chosen.append(name)
+    return chosen
+
+
+def _fit(records, names) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log-factors, residuals, Jacobian) of the bounded least-squares fit."""
+    from scipy.optimize import least_squares
+    if not names:
+        return np.array([]), _log_errors(records, [], np.array([])), np.zeros((len(records), 0))
+    lo = np.log([BOUNDS[n][0] for n in names])
+    hi = np.log([BOUNDS[n][1] for n in names])
+    sol = least_squares(lambda th: _log_errors(records, names, th), np.zeros(len(names)), bounds=(lo, hi),
+                        diff_step=1e-3, xtol=1e-10, ftol=1e-12, max_nfev=200)
+    return sol.x, sol.fun, sol.jac
+
+
+def _uncertainty(names, residuals, jac) -> dict[str, float]:
+    n, k = jac.shape
+    scatter2 = float(residuals @ residuals) / (n - k) if n > k else 0.0
+    s2 = max(scatter2, RUN_NOISE ** 2)
+    # a factor pinned at its bound (or one the records barely see) has a ~zero column: its
+    # uncertainty is unbounded, reported as inf, and the others come from the pseudo-inverse
+    cov = s2 * np.linalg.pinv(jac.T @ jac)
+    seen = np.linalg.norm(jac, axis=0) > 1e-6
+    return {name: (float(math.sqrt(max(cov[i, i], 0.0))) if seen[i] else float("inf"))
+            for i, name in enumerate(names)}
+
+
+def factors_for(runs: int) -> int:
+    """How many factors ``runs`` records support: one for one or two runs, then one per two runs
+    (so each fitted factor keeps a residual degree of freedom to measure its uncertainty), at most 4."""
+    return min(len(FACTORS), max(1, runs // 2))
+
+
+def calibrate_runs(records, factors: list[str] | None = None) -> Calibration:
+    """Fit stack-level factors to measured runs (see the module docstring).
+
+    ``factors`` forces which factors to fit (names from ``simtrain.calibrate.factors.FACTORS``);
+    by default as many as the records identify, at most one per record."""
+    records = list(records)
+    if not records or not all(isinstance(r, RunRecord) for r in records):
+        raise SpecError.one(None, "records", "give one or more st.RunRecord")
+    if factors is not None:
+        check_factors({f: 1.0 for f in factors})
+        names = list(factors)
+    else:
+        names = _identifiable(records, factors_for(len(records)))
+    theta, residuals, jac = _fit(records, names)
+    fitted = dict(zip(names, (float(v) for v in np.exp(theta)), strict=True))
+    loo = _leave_one_out(records, names) if len(records) >= 2 else [None] * len(records)
+    fits = [_record_fit(rec, fitted, p) for rec, p in zip(records, loo, strict=True)]
+    loo_errors = [abs(f.loo_error) for f in fits if f.loo_error is not None]
+    stacks = {_stack_name(r.config) for r in records}
+    devices = {r.cluster.device.name for r in records}
+    return Calibration(factors=fitted, uncertainty=_uncertainty(names, residuals, jac),
+                       loo_error=(sum(loo_errors) / len(loo_errors)) if loo_errors else None,
+                       records=fits, stack=", ".join(sorted(stacks)), device=", ".join(sorted(devices)),
+                       source=f"st.calibrate_runs on {len(records)} run(s)")
+
+
+def _stack_name(cfg) -> str:
+    from simtrain.specs.stack import stack_of
+    return stack_of(cfg).name
+
+
+def _leave_one_out(records, names) -> list[float | None]:
+    out = []
+    for i, rec in enumerate(records):
+        rest = records[:i] + records[i + 1:]
+        sub = names[:len(rest)]
+        theta, _, _ = _fit(rest, sub)
+        r = _predict(rec, dict(zip(sub, np.exp(theta), strict=True)))
+        out.append(r.step_time_s if r.feasible else None)
+    return out
+
+
+def _record_fit(rec: RunRecord, factors: dict[str, float], loo_s: float | None) -> RecordFit:
+    r = _predict(rec, factors)
+    mem = None
+    if r.memory is not None:
+        mem = getattr(r.memory, "reserved_bytes", r.memory.total_bytes)
+    return RecordFit(name=rec.label, measured_s=rec.step_time_s, predicted_s=r.step_time_s, loo_predicted_s=loo_s,
+                     measured_memory_bytes=rec.peak_memory_bytes, predicted_memory_bytes=mem)

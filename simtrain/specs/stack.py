@@ -1,0 +1,155 @@
+"""The software stack as an input: the framework, kernel and runtime choices that set how much of a
+device's measured component efficiency a training step realises.
+
+A device profile (``Efficiency``) says what the hardware reaches on isolated kernels (GEMM by shape,
+fused attention by kernel family, HBM streaming, NCCL bus bandwidth). The same model on the same
+GPUs runs at very different speeds under Megatron-Core and under eager FSDP; what differs is not
+the GPU but these knobs. Presets ship in ``simtrain/specs/stacks/*.yaml`` (one per framework, every
+value with its reason); each knob can be overridden::
+
+    st.TrainConfig(..., stack="fsdp2")
+    st.TrainConfig(..., stack={"preset": "fsdp2", "attention_kernel": "cudnn"})
+    st.TrainConfig(..., stack=st.load_stack("megatron-core").model_copy(update={"tp_comm_overlap": 0.5}))
+
+Knobs that are also ``TrainConfig`` fields (``zero_stage``, ``dp_overlap``, ``fused_optimizer``,
+``flash_attention``) are *defaults*: a field the user set explicitly wins (see
+:func:`simtrain.specs.stack_resolve.resolve_stack`).
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field
+
+from simtrain.specs.base import Seconds, Spec
+
+__all__ = ["Stack", "AttentionKernelName", "load_stack", "stack_names", "stack_of", "resolve_stack", "DEFAULT_STACK"]
+
+AttentionKernelName = Literal["default", "cudnn", "fa3", "fa2", "sdpa", "triton", "eager"]
+"""Fused-attention kernel families (components.md §2): cuDNN / Transformer Engine fused attention,
+FlashAttention-3, FlashAttention-2, PyTorch SDPA (its flash backend is FA2), Triton kernels
+(llm-foundry's ALiBi path, Triton tutorial FA2); ``eager`` = materialised QKᵀ → softmax → A·V;
+``default`` = the device profile's generic ``attention`` curve (the model keeps its own fused flag)."""
+
+DEFAULT_STACK = "reference"
+"""The stack used when a TrainConfig names none: neutral knobs, kernels costed from the device
+profile alone (the behaviour of simtrain before stacks were inputs)."""
+
+Share = Annotated[float, Field(ge=0, le=1)]
+
+
+class Stack(Spec):
+    """One software stack (framework + kernels + runtime). Every knob is documented and overridable."""
+
+    model_config = ConfigDict(**Spec.model_config, use_attribute_docstrings=True)
+
+    name: Annotated[str, Field(min_length=1, max_length=100)]
+    description: str = ""
+    source: Annotated[str, Field(min_length=2, max_length=600)] = "user-defined"
+    """Where the knob values come from (framework docs, components.md rows)."""
+
+    attention_kernel: AttentionKernelName = "fa2"
+    """Which fused-attention kernel family runs attention; its efficiency comes from the device's
+    ``attention_kernels`` table. ``eager`` materialises the scores (separate bmm / softmax kernels)."""
+    elementwise_bytes_fraction: Annotated[float, Field(gt=0, le=1)] = 1.0
+    """Bytes moved by elementwise and norm ops relative to running each op as its own kernel
+    (eager: 1). A fused chain of k ops reads its input and writes its output once: ≈ 1/k of the
+    eager traffic; Megatron's fused bias-GeLU and bias-dropout-add chains (k = 2–3) give ≈ 0.5."""
+    elementwise_kernels_fraction: Annotated[float, Field(gt=0, le=1)] = 1.0
+    """Kernel launches of elementwise and norm ops relative to one per op (fusion launches fewer)."""
+    host_dispatch_s: Seconds = 0.0
+    """CPU seconds to dispatch one kernel (eager PyTorch ≈ 5–10 µs per op, Inductor ≈ 7–9 µs per
+    kernel, CUDA-graph replay ≈ 4 µs: components.md §5). 0 = never the limit."""
+    gpu_waits_on_cpu: bool = False
+    """False: the CPU runs ahead of the GPU (launch queue), so a phase costs max(GPU, CPU) time.
+    True: the GPU idles during each dispatch (synchronising code), so they add."""
+    tp_comm_overlap: Share = 0.0
+    """Share of tensor-parallel collective time hidden behind the GEMMs that consume / produce it
+    (Megatron-Core ``--tp-comm-overlap`` with userbuffers, PyTorch async TP). 0 = on the critical path."""
+    comm_compute_slowdown: Share = 0.0
+    """While an overlapped collective runs, the compute beside it slows down (NCCL kernels take SMs
+    and HBM bandwidth): a hidden collective of t seconds still costs slowdown · t."""
+    fsdp_prefetch_layers: Annotated[int, Field(ge=0, le=64)] = 1
+    """ZeRO-3 / FSDP: how many layers ahead parameters are all-gathered (0 = gathered on demand,
+    fully exposed; 1 = FSDP's default forward/backward prefetch)."""
+    zero_stage: Literal[0, 1, 2, 3] | None = None
+    """Default ZeRO stage of the framework (Megatron's distributed optimizer = 1, FSDP full shard = 3);
+    None leaves TrainConfig's."""
+    dp_overlap: bool | None = None
+    """Default for overlapping the gradient reduction with the backward pass; None leaves TrainConfig's."""
+    fused_optimizer: bool | None = None
+    """Default for a fused / multi-tensor optimizer step; None leaves TrainConfig's."""
+    grad_fp32_buffer: bool = False
+    """The framework keeps a separate fp32 gradient buffer besides the 16-bit gradients
+    (Megatron's main_grad with the distributed optimizer: +4 bytes/parameter before sharding)."""
+    allocator_reserve_fraction: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """Caching-allocator reserve over the allocated peak (fragmentation, block rounding):
+    reserved = allocated · (1 + this) + workspace_bytes."""
+    workspace_bytes: Annotated[float, Field(ge=0, le=1e12)] = 0.0
+    """Memory outside the allocator's tensors: CUDA context, NCCL buffers, cuBLAS / cuDNN workspaces."""
+
+    def with_overrides(self, **knobs) -> Stack:
+        """A copy with ``knobs`` replaced, validated like a file (unknown knobs are an error)."""
+        return Stack.model_validate({**self.model_dump(), **knobs})
+
+
+def stack_names() -> list[str]:
+    """Names of the shipped presets."""
+    folder = resources.files("simtrain.specs") / "stacks"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+@functools.lru_cache(maxsize=64)
+def load_stack(name: str) -> Stack:
+    """A shipped preset by name (``simtrain/specs/stacks/NAME.yaml``), validated."""
+    import yaml
+
+    from simtrain.errors import SpecError
+    from simtrain.specs.base import spec_error_from_validation
+    if name not in stack_names():
+        raise SpecError.one(None, "stack", f"unknown stack {name!r}; presets: {', '.join(stack_names())}")
+    fname = f"stacks/{name}.yaml"
+    text = (resources.files("simtrain.specs") / "stacks" / f"{name}.yaml").read_text(encoding="utf-8")
+    doc = yaml.safe_load(text)
+    if not isinstance(doc, dict) or doc.pop("spec", None) != "stack":
+        raise SpecError.one(fname, "spec", "a stack preset must start with 'spec: stack'")
+    from pydantic import ValidationError
+    try:
+        return Stack.model_validate(doc)
+    except ValidationError as err:
+        raise spec_error_from_validation(err, fname) from None
+
+
+def stack_of(cfg) -> Stack:
+    """The resolved Stack of a TrainConfig (a preset name is loaded; None is the reference stack)."""
+    s = getattr(cfg, "stack", None)
+    if s is None:
+        return load_stack(DEFAULT_STACK)
+    if isinstance(s, str):
+        return load_stack(s)
+    return s
+
+
+_CONFIG_DEFAULTS = ("zero_stage", "dp_overlap", "fused_optimizer")
+
+
+def resolve_stack(cfg):
+    """``cfg`` with its stack loaded and the stack's defaults filled into the TrainConfig fields the
+    user did not set (an explicit field always wins). Resolved once at the entry of estimate /
+    simulate; idempotent."""
+    stack = stack_of(cfg)
+    update: dict = {}
+    if cfg.stack is not stack:
+        update["stack"] = stack
+    for field in _CONFIG_DEFAULTS:
+        value = getattr(stack, field)
+        if value is not None and field not in cfg.model_fields_set and getattr(cfg, field) != value:
+            update[field] = value
+    if stack.attention_kernel != "default" and "flash_attention" not in cfg.model_fields_set:
+        flash = stack.attention_kernel != "eager"
+        if cfg.flash_attention != flash:
+            update["flash_attention"] = flash
+    return cfg.model_copy(update=update) if update else cfg

@@ -1,0 +1,130 @@
+"""st.RunRecord / st.calibrate_runs / st.Calibration: recovery of known factors from synthetic runs,
+transfer across sizes and layouts, uncertainty, leave-one-out, files and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import simtrain as st
+from simtrain.calibrate.factors import scaled_cluster
+from simtrain.calibrate.runs import RUN_NOISE, factors_for
+
+
+@pytest.fixture(scope="module")
+def node():
+    return st.load_cluster("dgx-h100", nodes=2)
+
+
+def _cfg(**kw):
+    base = dict(global_batch_size=32, micro_batch_size=1, seq_len=1024, precision="bf16", stack="megatron-core")
+    return st.TrainConfig(**{**base, **kw})
+
+
+def _synthetic(truth, node, cases):
+    """Records whose 'measured' step time is simtrain's own prediction on the truly-scaled cluster."""
+    true_cluster = scaled_cluster(node, truth)
+    out = []
+    for name, cfg in cases:
+        model = st.load_model(name)
+        t = st.estimate(model, true_cluster, cfg).step_time_s
+        out.append(st.RunRecord(model=model, cluster=node, config=cfg, step_time_s=t, name=f"{name} {cfg.tp}"))
+    return out
+
+
+CASES = [("gpt2-medium", _cfg(tp=2)), ("gpt2-large", _cfg(tp=4)), ("gpt2-xl", _cfg(tp=1, pp=2)),
+         ("gpt2", _cfg(tp=1)), ("gpt2-large", _cfg(tp=2, pp=4, micro_batch_size=2))]
+
+
+def test_one_run_fits_one_factor_and_recovers_it(node):
+    recs = _synthetic({"compute": 0.8}, node, CASES[:1])
+    cal = st.calibrate_runs(recs)
+    assert list(cal.factors) == ["compute"]
+    assert cal.factors["compute"] == pytest.approx(0.8, rel=2e-3)
+    assert cal.loo_error is None
+    # one run: the uncertainty is the run-to-run noise over the step's sensitivity to the factor (≤ 1)
+    assert RUN_NOISE <= cal.uncertainty["compute"] < 5 * RUN_NOISE
+
+
+def test_one_shot_factor_transfers_to_other_sizes_and_layouts(node):
+    recs = _synthetic({"compute": 0.85}, node, CASES)
+    cal = st.calibrate_runs(recs[:1])
+    for rec in recs[1:]:
+        pred = st.estimate(rec.model, cal.apply(rec.cluster), rec.config).step_time_s
+        assert pred == pytest.approx(rec.step_time_s, rel=0.01), rec.label
+
+
+def test_two_factors_recovered_from_enough_runs(node):
+    truth = {"compute": 0.8, "communication": 0.7}  # 0.7: unclipped (fractions stay ≤ 1)
+    recs = _synthetic(truth, node, CASES)
+    cal = st.calibrate_runs(recs, factors=["compute", "communication"])
+    assert cal.factors["compute"] == pytest.approx(0.8, rel=0.02)
+    assert cal.factors["communication"] == pytest.approx(0.7, rel=0.05)
+    assert cal.loo_error is not None and cal.loo_error < 0.02
+    assert all(abs(r.error) < 0.01 for r in cal.records)
+
+
+def test_how_many_factors_the_runs_support():
+    assert [factors_for(n) for n in (1, 2, 3, 4, 6, 8, 20)] == [1, 1, 1, 2, 3, 4, 4]
+
+
+def test_a_factor_the_runs_cannot_see_is_not_fitted():
+    single = st.Cluster.single(st.load_device("h100-sxm5-80gb"))
+    cfg = st.TrainConfig(global_batch_size=4, micro_batch_size=1, seq_len=512, precision="bf16")
+    model = st.load_model("gpt2")
+    t = st.estimate(model, single, cfg).step_time_s
+    recs = [st.RunRecord(model=model, cluster=single, config=cfg.model_copy(update={"global_batch_size": g}),
+                         step_time_s=t * g / 4) for g in (4, 8, 12, 16)]
+    cal = st.calibrate_runs(recs)  # 4 runs support 2 factors, but one device has no communication
+    assert "communication" not in cal.factors
+
+
+def test_apply_clips_fractions_at_the_datasheet(node):
+    cal = st.Calibration(factors={"compute": 1.6})
+    eff = cal.apply(node).device.efficiency
+    assert eff.compute["matmul"].peak_fraction <= 1.0
+    assert all(k.fw_peak_fraction <= 1.0 for k in eff.attention_kernels.values())
+
+
+def test_yaml_round_trip(tmp_path, node):
+    recs = _synthetic({"compute": 0.9}, node, CASES[:1])
+    cal = st.calibrate_runs(recs)
+    path = cal.to_yaml(tmp_path / "cal.yaml")
+    again = st.load_calibration(path)
+    assert again.factors == cal.factors and again.stack == "megatron-core"
+    assert again.apply(node).device.efficiency == cal.apply(node).device.efficiency
+
+
+@pytest.mark.parametrize("text, field", [
+    ("spec: calibration\nfactors: {compute: 9.0}\n", "factors"),
+    ("spec: calibration\nfactors: {speed: 1.0}\n", "factors"),
+    ("spec: device\nfactors: {}\n", "spec"),
+    ("spec: calibration\nfactors: {compute: 0.9}\nsurprise: 1\n", "surprise"),
+])
+def test_bad_calibration_files_name_the_field(tmp_path, text, field):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(st.SpecError) as err:
+        st.load_calibration(path)
+    assert field in str(err.value) and str(path) in str(err.value)
+
+
+def test_a_directory_is_not_a_calibration(tmp_path):
+    with pytest.raises(st.SpecError, match="regular file"):
+        st.load_calibration(tmp_path)
+
+
+@pytest.mark.parametrize("kw", [dict(step_time_s=-1.0), dict(step_time_s=float("nan")), dict(step_time_s=True),
+                                dict(model="gpt2"), dict(peak_memory_bytes=0)])
+def test_bad_run_records_are_refused(node, kw):
+    base = dict(model=st.load_model("gpt2"), cluster=node, config=_cfg(), step_time_s=1.0)
+    with pytest.raises(st.SpecError):
+        st.RunRecord(**{**base, **kw})
+
+
+def test_summary_reads(node):
+    recs = _synthetic({"compute": 0.9}, node, CASES[:2])
+    text = st.calibrate_runs(recs).summary()
+    assert "compute" in text and "megatron-core" in text and "leave-one-out" in text
+    assert math.isfinite(st.calibrate_runs(recs).factors["compute"])

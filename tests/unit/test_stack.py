@@ -1,0 +1,217 @@
+"""Software stacks as inputs: presets, overrides, and each mechanism a stack sets, derived by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import simtrain as st
+from simtrain.cost.compute import compute_seconds, memory_seconds
+from simtrain.cost.op_cost import FUSED_ATTENTION_BW_RATIO, op_cost
+from simtrain.cost.precision import regime
+from simtrain.graph.rules.registry import make_op
+from simtrain.parallel.comm_tasks import _prefetched_exposed_s
+from simtrain.parallel.program import CommTask, host_bound_s
+from simtrain.specs.efficiency import AttentionKernel
+from simtrain.specs.stack import load_stack, resolve_stack, stack_names
+
+PRESETS = {"megatron-core", "megatron-lm", "fsdp2", "fsdp2-compile", "deepspeed", "ddp", "llm-foundry", "reference"}
+
+
+def test_every_preset_the_issue_names_ships_and_validates():
+    assert PRESETS <= set(stack_names())
+    for name in stack_names():
+        s = load_stack(name)
+        assert s.name == name and len(s.source) > 10 and s.description
+
+
+def test_unknown_preset_and_unknown_knob_are_errors_naming_the_field():
+    with pytest.raises(Exception, match="not a preset"):
+        st.TrainConfig(global_batch_size=8, stack="nope")
+    with pytest.raises(Exception, match="stack.bogus"):
+        st.TrainConfig(global_batch_size=8, stack={"preset": "fsdp2", "bogus": 1})
+
+
+def test_preset_defaults_fill_only_fields_the_user_left_unset():
+    cfg = resolve_stack(st.TrainConfig(global_batch_size=8, stack="fsdp2", dp_overlap=False))
+    assert cfg.zero_stage == 3 and cfg.dp_overlap is False and cfg.flash_attention is True
+    explicit = resolve_stack(st.TrainConfig(global_batch_size=8, stack="fsdp2", zero_stage=1))
+    assert explicit.zero_stage == 1
+    eager = resolve_stack(st.TrainConfig(global_batch_size=8, stack="megatron-lm"))
+    assert eager.flash_attention is False and eager.dp_overlap is False
+    assert resolve_stack(eager) is eager  # idempotent
+
+
+def test_override_mapping_replaces_one_knob_and_keeps_the_rest():
+    cfg = st.TrainConfig(global_batch_size=8, stack={"preset": "megatron-core", "tp_comm_overlap": 0.25})
+    base = load_stack("megatron-core")
+    assert cfg.stack.tp_comm_overlap == 0.25 and cfg.stack.attention_kernel == base.attention_kernel
+
+
+# --- host dispatch -----------------------------------------------------------------------------
+def test_host_dispatch_runs_ahead_or_adds():
+    ahead = load_stack("fsdp2").with_overrides(host_dispatch_s=10e-6, gpu_waits_on_cpu=False)
+    waits = ahead.with_overrides(gpu_waits_on_cpu=True)
+    # 100 kernels at 10 us = 1 ms of CPU time beside 0.4 ms / 3 ms of GPU time
+    assert host_bound_s(0.4e-3, 100, ahead) == pytest.approx(1.0e-3)
+    assert host_bound_s(3e-3, 100, ahead) == pytest.approx(3e-3)
+    assert host_bound_s(0.4e-3, 100, waits) == pytest.approx(1.4e-3)
+
+
+def test_a_tiny_model_under_an_eager_stack_is_cpu_bound():
+    model, cluster = st.load_model("gpt2"), st.load_cluster("dgx-h100", nodes=1)
+    base = dict(global_batch_size=8, micro_batch_size=1, seq_len=128, precision="bf16")
+    gpu = st.estimate(model, cluster, st.TrainConfig(**base, stack="reference"))
+    cpu = st.estimate(model, cluster, st.TrainConfig(**base, stack=load_stack("ddp").with_overrides(
+        host_dispatch_s=1e-3)))
+    assert cpu.step_time_s > 3 * gpu.step_time_s
+
+
+# --- elementwise fusion --------------------------------------------------------------------------
+def test_elementwise_fusion_scales_the_bytes_and_the_launches():
+    op = make_op("gelu", "act", "b", shape=(4096, 8192))
+    dev = st.load_device("h100-sxm5-80gb")
+    eff = dev.efficiency
+    reg = regime("bf16")
+    eager = op_cost(op, 1, reg, dev, eff, stack=load_stack("reference"))
+    fused = op_cost(op, 1, reg, dev, eff, stack=load_stack("reference").with_overrides(
+        elementwise_bytes_fraction=0.5, elementwise_kernels_fraction=0.5))
+    eager_bytes = (op.act_read.fw + op.act_write.fw) * reg.act_bytes
+    assert eager.fw_s == pytest.approx(memory_seconds(eager_bytes, dev, eff) + eff.launch_overhead_s)
+    assert fused.fw_s == pytest.approx(memory_seconds(0.5 * eager_bytes, dev, eff) + 0.5 * eff.launch_overhead_s)
+    assert fused.fw_kernels == 0.5 and eager.fw_kernels == 1.0
+
+
+# --- fused attention kernels ---------------------------------------------------------------------
+def _attention(causal):
+    return make_op("attention", "attn", "b", heads=16, head_dim=128, seq=4096, causal=causal, fused=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_attention_uses_the_kernel_family_curve_and_backward_is_2_5x(causal):
+    dev = st.load_device("h100-sxm5-80gb")
+    kern = AttentionKernel(fw_peak_fraction=0.6, bw_peak_fraction=0.5, half_seq=1024, causal_half_seq=2048)
+    eff = dev.efficiency.model_copy(update={"attention_kernels": {"fa3": kern}, "launch_overhead_s": 0.0})
+    stack = load_stack("reference").with_overrides(attention_kernel="fa3")
+    c = op_cost(_attention(causal), 1, regime("bf16"), dev, eff, stack=stack)
+    fw_flops = 4 * 16 * 4096 * 4096 * 128 * ((4096 + 1) / (2 * 4096) if causal else 1.0)
+    half = 2048 if causal else 1024
+    peak = 989.4e12
+    assert c.fw_s == pytest.approx(fw_flops / (peak * 0.6 * 4096 / (4096 + half)), rel=1e-6)
+    assert c.bw_s == pytest.approx(FUSED_ATTENTION_BW_RATIO * fw_flops / (peak * 0.5 * 4096 / (4096 + half)),
+                                   rel=1e-6)
+    assert c.bw_flops == pytest.approx(2 * 4 * 16 * 4096 * 4096 * 128)  # model FLOPs keep the 2x convention
+
+
+def test_a_kernel_family_the_device_lacks_falls_back_to_the_attention_curve():
+    dev = st.load_device("v100-sxm2-32gb")
+    eff = (dev.efficiency or st.load_device("h100-sxm5-80gb").efficiency).model_copy(update={"attention_kernels": {}})
+    op = _attention(False)
+    with_stack = op_cost(op, 1, regime("fp16"), dev, eff, stack=load_stack("reference").with_overrides(
+        attention_kernel="fa3"))
+    plain = op_cost(op, 1, regime("fp16"), dev, eff, stack=None)
+    assert with_stack.fw_s == pytest.approx(plain.fw_s)
+
+
+# --- communication -----------------------------------------------------------------------------
+def test_hidden_communication_costs_only_the_interference_share():
+    t = CommTask("tp", "allreduce", "fw", 1e6, seconds=1e-3, count=10, overlap_s=0.7 * 1e-2, slowdown=0.1)
+    # 10 ms in all: 3 ms exposed, 7 ms hidden costing 10 % of themselves
+    assert t.exposed_s == pytest.approx(3e-3 + 0.1 * 7e-3)
+
+
+def test_tp_comm_overlap_share_hides_that_share():
+    model, cluster = st.load_model("megatron-18.4b"), st.load_cluster("dgx-a100-80gb", nodes=1)
+    base = dict(global_batch_size=8, micro_batch_size=1, seq_len=2048, precision="bf16", tp=8, recompute="full")
+    def tp_exposed(share):
+        from simtrain.estimator import build_program
+        cfg = resolve_stack(st.TrainConfig(**base, stack=load_stack("megatron-lm").with_overrides(
+            tp_comm_overlap=share)))
+        prog = build_program(model, cluster, cfg)
+        tasks = [t for t in prog.stages[0].comm if t.axis == "tp"]
+        return sum(t.exposed_s for t in tasks), sum(t.total_s for t in tasks)
+    none_exp, total = tp_exposed(0.0)
+    part_exp, _ = tp_exposed(0.6)
+    assert none_exp == pytest.approx(total)
+    assert part_exp == pytest.approx(0.4 * total)
+
+
+def test_fsdp_prefetch_exposes_the_first_gather_and_what_compute_cannot_cover():
+    # 10 layers, 2 ms gather, 1.5 ms compute per layer: 2 + 9 x 0.5 = 6.5 ms; without prefetch 20 ms
+    assert _prefetched_exposed_s(2e-3, 1.5e-3, 10, 1) == pytest.approx(6.5e-3)
+    assert _prefetched_exposed_s(2e-3, 3e-3, 10, 1) == pytest.approx(2e-3)
+    assert _prefetched_exposed_s(2e-3, 3e-3, 10, 0) == pytest.approx(20e-3)
+
+
+def test_link_half_bytes_is_the_message_size_of_half_bus_bandwidth():
+    from simtrain.cost.collectives import collective_time
+    cluster = st.load_cluster("dgx-h100", nodes=1)
+    from simtrain.parallel.program import Layout
+    from simtrain.parallel.topology import group_topology
+    lay = Layout(1, 8, 1, 1, 1, 1, 1, 1)
+    topo = group_topology(cluster, lay, "tp", "tp-cp-ep-dp-pp")
+    eff = cluster.device.efficiency.model_copy(update={"link_half_bytes": 0.0, "link_latency_scale": 1e-6})
+    size = 64 * 2**20
+    big = collective_time("allreduce", size, topo, efficiency=eff).seconds
+    half = collective_time("allreduce", size, topo,
+                           efficiency=eff.model_copy(update={"link_half_bytes": float(size)})).seconds
+    assert half == pytest.approx(2 * big, rel=0.02)
+
+
+def test_sustained_clock_scales_compute_time():
+    dev = st.load_device("h100-sxm5-80gb")
+    eff = dev.efficiency
+    slow = eff.model_copy(update={"sustained_clock_fraction": 0.8})
+    from simtrain.glossary import DType, OpClass
+    a = compute_seconds(1e12, OpClass.MATMUL, dev, DType.BF16, eff)
+    b = compute_seconds(1e12, OpClass.MATMUL, dev, DType.BF16, slow)
+    assert b == pytest.approx(a / 0.8)
+
+
+def test_reference_stack_is_the_default():
+    model, cluster = st.load_model("gpt2"), st.load_cluster("dgx-h100", nodes=1)
+    base = dict(global_batch_size=16, micro_batch_size=2, seq_len=512, precision="bf16")
+    a = st.estimate(model, cluster, st.TrainConfig(**base))
+    b = st.estimate(model, cluster, st.TrainConfig(**base, stack="reference"))
+    assert a.step_time_s == b.step_time_s and math.isfinite(a.step_time_s)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_estimates_a_llama(name):
+    model, cluster = st.load_model("llama3-8b"), st.load_cluster("dgx-h100", nodes=1)
+    r = st.estimate(model, cluster, st.TrainConfig(global_batch_size=16, micro_batch_size=1, seq_len=4096,
+                                                   precision="bf16", stack=name, recompute="full"))
+    assert math.isfinite(r.step_time_s) and 0 < r.mfu < 1
+
+
+def test_docs_stacks_page_is_generated_from_the_presets():
+    from pathlib import Path
+
+    from simtrain.cli.stacks import stacks_markdown
+    page = Path(__file__).parents[2] / "docs" / "stacks.md"
+    assert page.read_text(encoding="utf-8").strip() == stacks_markdown().strip(), \
+        "regenerate: python -m simtrain.cli.stacks > docs/stacks.md"
+
+
+def test_cli_lists_and_shows_stacks(capsys):
+    from simtrain.cli import main
+    assert main(["stacks"]) == 0
+    assert "megatron-core" in capsys.readouterr().out
+    assert main(["stacks", "show", "fsdp2"]) == 0
+    assert "host_dispatch_s" in capsys.readouterr().out
+    assert main(["stacks", "show", "nope"]) == 2
+
+
+def test_cli_estimate_takes_a_stack_and_a_calibration(tmp_path, capsys):
+    from simtrain.cli import main
+    path = st.Calibration(factors={"compute": 0.5}).to_yaml(tmp_path / "cal.yaml")
+    args = ["estimate", "--model", "gpt2", "--hardware", "dgx-h100", "--nodes", "1", "--global-batch-size", "16",
+            "--seq-len", "512", "--json"]
+    import json
+    assert main(args + ["--stack", "fsdp2"]) == 0
+    fast = json.loads(capsys.readouterr().out)["step_time_s"]
+    assert main(args + ["--stack", "fsdp2", "--calibration", str(path)]) == 0
+    slow = json.loads(capsys.readouterr().out)["step_time_s"]
+    assert slow > fast
+    assert main(args + ["--stack", "bogus"]) == 2
