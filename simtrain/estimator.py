@@ -119,7 +119,7 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     }
     step_s = data.iteration_s
     memories = stage_memories(model, cluster, cfg, program)
-    peak_mem = max(memories, key=lambda mm: mm.total_bytes)
+    peak_mem = max(memories, key=lambda mm: (mm.reserved_bytes, mm.total_bytes))
     reasons = [] if peak_mem.fits else [_overflow_reason(peak_mem)]
     model_flops, hw_flops = _flops_per_step(model, cfg, program)
     from simtrain.cost.compute import matrix_peak_flops_per_s
@@ -150,7 +150,7 @@ def _value(sourced):
 
 def _overflow_reason(mem) -> str:
     term, size = mem.largest_term()
-    return (f"out of memory on rank {mem.rank} (stage {mem.stage}): needs {mem.total_bytes / 2**30:.2f} GiB of "
+    return (f"out of memory on rank {mem.rank} (stage {mem.stage}): reserves {mem.reserved_bytes / 2**30:.2f} GiB of "
             f"{mem.capacity_bytes / 2**30:.2f} GiB usable, over by {mem.overflow_bytes / 2**30:.2f} GiB; "
             f"the largest term is {term} ({size / 2**30:.2f} GiB)")
 

@@ -10,6 +10,7 @@ parallelism (Megatron-LM, Shoeybi et al. 2019 §3; sequence parallelism, Korthik
 | row       | ÷ t             | ÷ t                       | full (partial sums)       | ÷ t                |
 | heads     | ÷ t             | ÷ t                       | ÷ t                       | ÷ t                |
 | vocab     | ÷ t             | full                      | ÷ t                       | full; ÷ t with SP  |
+| vocab, no GEMM (vocab-parallel cross-entropy over the V/t logits): everything ÷ t                     |
 | sequence  | full; ÷ t w. SP | full; ÷ t with SP         | full; ÷ t with SP         | full; ÷ t with SP  |
 | replicate | full            | full                      | full                      | full               |
 | expert    | ÷ t; weights ÷ (t · ep): EP spreads the experts, the all-to-all brings each rank its tokens |
@@ -23,12 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simtrain.cost.compute import MATRIX_CLASSES, attention_kernel_seconds, compute_seconds, memory_seconds
-from simtrain.glossary import OpClass
+from simtrain.glossary import DType, OpClass
 from simtrain.cost.precision import Regime
 from simtrain.graph.op import Gemm, Op
 from simtrain.specs.hardware import Device, Efficiency
 
-__all__ = ["OpCost", "ShardFactors", "shard_factors", "op_cost", "saved_bytes", "executed_flops_fraction"]
+__all__ = ["OpCost", "ShardFactors", "shard_factors", "op_cost", "saved_bytes", "executed_flops_fraction",
+           "runs_in_fp8", "FP8_CAST_PASSES"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,9 @@ def shard_factors(op: Op, tp: int, sp: bool, ep: int = 1) -> ShardFactors:
     if split == "row":
         return ShardFactors(inv, inv, inv, 1.0, inv)
     if split == "heads":
+        return ShardFactors(inv, inv, inv, inv, inv)
+    if split == "vocab" and op.gemm is None:
+        # vocab-parallel cross-entropy (Megatron): each rank holds and saves its V/t logits, SP or not
         return ShardFactors(inv, inv, inv, inv, inv)
     if split == "vocab":
         return ShardFactors(inv, inv, 1.0, inv, seq)
@@ -117,6 +122,36 @@ _FUSABLE = frozenset({OpClass.ELEMENTWISE, OpClass.NORM})
 """Op classes a stack's fusion merges into chains (elementwise and normalisation passes)."""
 
 
+FP8_CAST_PASSES = {"delayed": 1.0, "tensorwise": 1.5, "rowwise": 2.5}
+"""Passes over a tensor to cast it to fp8, in units of (read 16-bit + write 8-bit), per recipe:
+delayed scaling (Transformer Engine's default: amax from history, fused into the cast) one pass;
+tensorwise current scaling (torchao's default) adds an amax read before the cast; rowwise (torchao)
+reads for per-row amax and writes both the row- and the column-major fp8 copy the backward needs."""
+
+
+def runs_in_fp8(op: Op, reg: Regime) -> bool:
+    """fp8 runs only the linear layers' GEMMs (Transformer Engine / torchao Float8Linear): attention,
+    convolutions and the vocab-parallel LM head stay in bf16 (TE keeps the output layer in high
+    precision)."""
+    return (reg.matmul_dtype is DType.FP8 and op.op_class is OpClass.MATMUL and op.gemm is not None
+            and op.tp_split != "vocab")
+
+
+def _fp8_cast(phase: str, gemm: Gemm, micro_batch: float, recipe: str, device, eff) -> tuple[float, float]:
+    """(seconds, kernels) of casting one fp8 GEMM phase's inputs: forward X and W, activation-grad
+    dY (W's fp8 copy is reused), weight-grad the transposed X and dY copies (rowwise writes them at
+    cast time, which its pass count already holds). Each pass reads 2 bytes and writes 1 per element."""
+    x = gemm.m * micro_batch * gemm.k * gemm.batch
+    w = gemm.n * gemm.k * gemm.batch
+    dy = gemm.m * micro_batch * gemm.n * gemm.batch
+    elements = {"fw": x + w, "agrad": dy, "wgrad": 0.0 if recipe == "rowwise" else x + dy}[phase]
+    if elements == 0:
+        return 0.0, 0.0
+    tensors = {"fw": 2, "agrad": 1, "wgrad": 2}[phase]
+    passes = FP8_CAST_PASSES[recipe] if phase != "wgrad" else 1.0
+    return memory_seconds(3.0 * elements * passes, device, eff) + tensors * eff.launch_overhead_s, float(tensors)
+
+
 def _kernel_for(op: Op, eff: Efficiency, stack):
     """The measured fused-attention kernel curve this op runs with under ``stack``, or None."""
     if stack is None or op.attention is None or not op.attention.fused:
@@ -163,7 +198,12 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
     launches = stack.elementwise_kernels_fraction if fusable else 1.0
     if op.tp_split == "expert" and moe_imbalance != 1.0:
         micro_batch = micro_batch * moe_imbalance
-    dtype = reg.matmul_dtype if op.op_class in MATRIX_CLASSES else reg.vector_dtype
+    fp8 = runs_in_fp8(op, reg)
+    if reg.matmul_dtype is DType.FP8 and not fp8:
+        dtype = reg.vector_dtype  # fp8 is for linear layers only (runs_in_fp8)
+    else:
+        dtype = reg.matmul_dtype if op.op_class in MATRIX_CLASSES else reg.vector_dtype
+    recipe = stack.fp8_recipe if stack is not None else "delayed"
     gemm = _sharded_gemm(op, tp)
     m_rows = (gemm.m * micro_batch) if gemm is not None else 1
     run = executed_flops_fraction(op)
@@ -189,6 +229,9 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
             sec = t_c + t_m + eff.launch_overhead_s * kernels
         else:
             sec = max(t_c, t_m) + eff.launch_overhead_s * kernels  # legs kept apart for the bottleneck
+        if fp8 and flops:
+            cast_s, cast_k = _fp8_cast(phase, gemm, micro_batch, recipe, device, eff)
+            sec, kernels = sec + cast_s, kernels + cast_k
         if t_m > t_c:
             mem_bound += sec
         out.append((sec, flops, kernels))

@@ -203,6 +203,8 @@ def step_comm(pm, cfg, lay, reg: Regime, comm, fw_s: float, bw_s: float, layers:
         out.append(CommTask("dp", "allgather", "step", param_bytes, ag, 1, overlap_s=ag - exposed, slowdown=slow))
     else:
         # gathered layer by layer before forward and again before backward of every micro-batch
+        if stack.fp8_allgather and str(reg.precision) == "fp8":
+            param_bytes = pm.params_count * 1.0  # gathered as fp8 (1 byte), cast once per step on the shard
         layers = max(1, layers)
         g = comm.dp_s("allgather", param_bytes / layers)
         m = lay.micro_batches

@@ -254,7 +254,7 @@ def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, r
     """Memory-bound update of this rank's (ZeRO-sharded) trainable parameters."""
     if trainable == 0 or coster.device.memory_external is not None:
         return 0.0  # weight streaming: the update runs in the external store (MemoryX), off the device
-    shard = trainable / (lay.dp if cfg.zero_stage >= 1 else 1)
+    shard = trainable / (lay.dp * lay.cp if cfg.zero_stage >= 1 else 1)  # ZeRO shards over dp × cp
     passes = step_passes(cfg.optimizer, cfg.fused_optimizer, reg.master_bytes > 0)
     if reg.loss_scaling:
         passes += 2  # unscale the gradients and check them for inf / nan

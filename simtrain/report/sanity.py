@@ -215,7 +215,7 @@ def _memory_full(r) -> str | None:
     m = r.memory
     if m is None or not m.capacity_bytes or not m.fits:
         return None
-    share = m.total_bytes / m.capacity_bytes
+    share = m.reserved_bytes / m.capacity_bytes
     if share <= MEMORY_FULL_SHARE:
         return None
     return (f"peak memory (rank {m.rank}) uses {share:.0%} of the usable device memory: it fits on paper, "

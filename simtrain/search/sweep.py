@@ -53,7 +53,8 @@ def evaluate_point(model, cluster, base_cfg, point: dict, engine: str = "estimat
     mem = r.memory
     row.update(feasible=r.feasible, step_time_s=r.step_time_s, samples_per_s=r.samples_per_s,
                tokens_per_s=r.tokens_per_s, mfu=r.mfu, hfu=r.hfu,
-               memory_bytes=mem.total_bytes if mem else math.nan, memory_fits=bool(mem and mem.fits),
+               memory_bytes=mem.total_bytes if mem else math.nan,
+               memory_reserved_bytes=mem.reserved_bytes if mem else math.nan, memory_fits=bool(mem and mem.fits),
                bottleneck=r.bottleneck, reasons="; ".join(r.reasons))
     return row
 

@@ -75,6 +75,12 @@ class Stack(Spec):
     fsdp_prefetch_layers: Annotated[int, Field(ge=0, le=64)] = 1
     """ZeRO-3 / FSDP: how many layers ahead parameters are all-gathered (0 = gathered on demand,
     fully exposed; 1 = FSDP's default forward/backward prefetch)."""
+    fp8_recipe: Literal["delayed", "tensorwise", "rowwise"] = "delayed"
+    """With precision fp8: how inputs are scaled and cast (Transformer Engine delayed scaling fuses
+    the amax into the cast; torchao tensorwise current scaling adds an amax pass; rowwise also
+    writes transposed copies). Sets the cast traffic per fp8 GEMM (cost/op_cost.py)."""
+    fp8_allgather: bool = False
+    """FSDP gathers parameters already cast to fp8 (torchao float8 all-gather): half the bytes."""
     zero_stage: Literal[0, 1, 2, 3] | None = None
     """Default ZeRO stage of the framework (Megatron's distributed optimizer = 1, FSDP full shard = 3);
     None leaves TrainConfig's."""

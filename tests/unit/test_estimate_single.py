@@ -7,8 +7,10 @@ Per op and phase, t = max(flops / 1e12, bytes / 1e11):
   relu (200):  fw 2·200·10·4 = 16,000 B → 0.16 us; agrad 3·200·10·4 = 24,000 B → 0.24 us.  0.40 us
   fc1 (200→100): symmetric to fc0.                                      2.76 us
   forward + backward = 5.92 us
-  SGD fused: read p, g, write p = 3 passes × 4 B × 40,000 params = 480,000 B → 4.8 us
-  step = 10.72 us
+  SGD fused: read p, g, write p = 3 passes; global-norm gradient clipping: read g for the norm, read
+  and write g to scale = 3 passes; zero g for the next step = 1 pass: 7 passes × 4 B × 40,000 params
+  = 1,120,000 B → 11.2 us
+  step = 17.12 us
 """
 
 import math
@@ -30,14 +32,14 @@ def test_step_time_hand_derived(tiny_mlp, single):
     assert r.feasible, r.reasons
     b = r.time_breakdown_s
     assert b["compute"] == pytest.approx(5.92e-6, rel=1e-9)
-    assert b["optimizer"] == pytest.approx(4.8e-6, rel=1e-9)
+    assert b["optimizer"] == pytest.approx(11.2e-6, rel=1e-9)
     assert b["recompute"] == b["comm_exposed"] == b["pipeline_bubble"] == b["data_stall"] == 0
-    assert r.step_time_s == pytest.approx(10.72e-6, rel=1e-9)
+    assert r.step_time_s == pytest.approx(17.12e-6, rel=1e-9)
     # model FLOPs: per sample 3·2·100·200 twice + relu (200 fw + 200 agrad) = 240,400; × 10 samples
     assert r.model_flops_per_step == pytest.approx(2_404_000)
     assert r.hardware_flops_per_step == pytest.approx(2_404_000)
-    assert r.mfu == pytest.approx(2_404_000 / (10.72e-6 * 1e12), rel=1e-9)
-    assert r.samples_per_s == pytest.approx(10 / 10.72e-6)
+    assert r.mfu == pytest.approx(2_404_000 / (17.12e-6 * 1e12), rel=1e-9)
+    assert r.samples_per_s == pytest.approx(10 / 17.12e-6)
     assert r.bottleneck == "memory_bandwidth"
 
 
@@ -78,7 +80,13 @@ def test_gradient_accumulation_runs_microbatches(tiny_mlp, single):
 def test_unfused_optimizer_moves_more_bytes(tiny_mlp, single):
     fused = estimate(tiny_mlp, single, cfg(optimizer="adam")).time_breakdown_s["optimizer"]
     unfused = estimate(tiny_mlp, single, cfg(optimizer="adam", fused_optimizer=False)).time_breakdown_s["optimizer"]
-    assert unfused / fused == pytest.approx(16 / 7)
+    # Adam 7 fused / 16 unfused passes, + 3 clipping + 1 zeroing passes either way
+    assert unfused / fused == pytest.approx((16 + 4) / (7 + 4))
+
+
+def test_without_gradient_clipping_the_step_is_the_optimizer_alone(tiny_mlp, single):
+    r = estimate(tiny_mlp, single, cfg(grad_clipping=False))
+    assert r.time_breakdown_s["optimizer"] == pytest.approx(4 * 4 * 40_000 / 1e11, rel=1e-9)  # 3 + 1 zeroing
 
 
 def test_frozen_layers_have_no_grads_or_state(tiny_mlp, single):
@@ -105,7 +113,7 @@ def test_infeasible_layout_is_a_report_not_an_exception(tiny_mlp, single):
 def test_time_to_train_cost_energy(tiny_mlp, single):
     r = estimate(tiny_mlp, single, cfg())
     t = r.time_to_train(samples=1e6)
-    assert t == pytest.approx(1e5 * 10.72e-6)
+    assert t == pytest.approx(1e5 * 17.12e-6)
     assert r.cost_dollars(3600) == pytest.approx(1.0)
     # busy = compute + optimizer = whole step → TDP
     assert r.energy_kwh(3600) == pytest.approx(0.1)

@@ -33,17 +33,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
-from pathlib import Path
 
-import numpy as np
 from scipy.optimize import brentq, least_squares, minimize_scalar
 
 from simtrain.glossary import DType
 from simtrain.specs.efficiency import AttentionKernel, Efficiency
 from validation.components import data, model
 
-__all__ = ["DEVICES", "derive", "derive_all", "report", "render_yaml", "CONV_OVER_MATMUL", "LAUNCH_OVERHEAD_S"]
+__all__ = ["DEVICES", "derive", "derive_all", "report", "main", "CONV_OVER_MATMUL", "LAUNCH_OVERHEAD_S"]
 
 DEVICES = ("a100-sxm4-80gb", "a100-sxm4-40gb", "h100-sxm5-80gb", "h200-sxm-141gb")
 CONV_OVER_MATMUL = 0.70 / 0.83

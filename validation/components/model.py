@@ -17,8 +17,13 @@ from simtrain.cost.collectives import collective_time
 from simtrain.cost.compute import attention_kernel_seconds, compute_seconds, memory_seconds
 from simtrain.glossary import DType, OpClass
 from simtrain.graph.op import Gemm
-from validation.components.data import (BABELSTREAM_ARRAY_BYTES, AttentionPoint, BusbwPoint, GemmPoint,
-                                        StreamPoint)
+from validation.components.data import (
+    BABELSTREAM_ARRAY_BYTES,
+    AttentionPoint,
+    BusbwPoint,
+    GemmPoint,
+    StreamPoint,
+)
 
 __all__ = ["NODE_CLUSTER", "Comparison", "device", "node_topology", "gemm_tflops", "attention_tflops",
            "stream_tbps", "busbw_gbps", "compare", "ATTENTION_TOKENS", "ATTENTION_WIDTH"]
