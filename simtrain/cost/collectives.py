@@ -261,6 +261,10 @@ def seconds_from_busbw(kind: str | CollectiveKind, message_bytes: float, busbw: 
 # ----------------------------------------------------------------------------------------------
 # Time of a collective
 # ----------------------------------------------------------------------------------------------
+_CHUNKED = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all"})
+"""Collectives whose message is split n ways per step (ring / pairwise: one S/n chunk per rank)."""
+
+
 def collective_time(kind: str | CollectiveKind, message_bytes: float, topology: LogicalTopology,
                     algorithm: str | None = None, efficiency=None,
                     candidates: Iterable[str] | None = None) -> CollectiveResult:
@@ -280,8 +284,10 @@ def collective_time(kind: str | CollectiveKind, message_bytes: float, topology: 
     if efficiency is not None:
         f, scale = efficiency.link_bandwidth_fraction, efficiency.link_latency_scale
         if efficiency.link_half_bytes and size > 0:
-            # NCCL's ramp to its large-message bus bandwidth (protocol and channel count by size)
-            f = f * size / (size + efficiency.link_half_bytes)
+            # NCCL's ramp to its large-message bus bandwidth: it moves a collective as chunks of
+            # S / n per rank and step, and a small chunk does not fill the link (protocol, channels)
+            chunk = size / max(1, topology.ranks) if kind in _CHUNKED else size
+            f = f * chunk / (chunk + efficiency.link_half_bytes)
         base = efficiency.extra.get("collective_base_latency_s", base)
         overhead = efficiency.extra.get("collective_step_overhead_s", overhead)
     return _cached(kind, size, topology, alg, cands, f, scale, base, overhead)

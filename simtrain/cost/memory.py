@@ -89,18 +89,19 @@ def param_memory(items, reg: Regime, optimizer: OptimizerKind, *, tp: int, sp: b
     """Parameter-side bytes on one rank holding ``items``: (op, count) pairs, or bare ops.
 
     Per trainable parameter (Rajbhandari et al. 2020 §5, Ψ parameters, N_d = :func:`zero_degree`):
-    weights ``weight_bytes`` (÷ N_d at stage 3), gradients ``grad_bytes`` + 4 B for an fp32 gradient
-    buffer in 16-bit regimes when ``accumulating`` or ``grad_fp32_buffer`` (÷ N_d at stage ≥ 2; one
-    buffer serves both: Megatron's ``main_grad``), optimizer ``master_bytes`` + K·``state_bytes``
-    (÷ N_d at stage ≥ 1). Megatron copies each 16-bit gradient into ``main_grad`` as soon as it is
-    computed (Megatron-core docs, "Distributed Optimizer": bf16 params + fp32 grads = 18 B/param,
-    6 + 12/d with the distributed optimizer), so also keeping the 16-bit gradients whole is an
-    upper bound by ``grad_bytes`` per parameter."""
+    weights ``weight_bytes`` (÷ N_d at stage 3); gradients ``grad_bytes``, + 4 B for an fp32
+    accumulation buffer in 16-bit regimes when ``accumulating``, or only the 4-byte fp32 buffer when
+    the stack keeps one (``grad_fp32_buffer``: Megatron's ``main_grad``, into which each 16-bit
+    gradient is accumulated as soon as it is computed — Megatron-core docs, "Distributed Optimizer":
+    bf16 params + fp32 grads = 18 B/param, 6 + 12/d with the distributed optimizer) (÷ N_d at stage
+    ≥ 2); optimizer ``master_bytes`` + K·``state_bytes`` (÷ N_d at stage ≥ 1)."""
     total = trainable = params_b = grads_b = optim_b = 0.0
     for expert, (weights, train, state) in _param_shares(items, optimizer, tp, sp, ep, frozen_prefixes).items():
         n_d = zero_degree(dp, cp, ep, expert)
         p, g, o = weights * reg.weight_bytes, train * reg.grad_bytes, train * reg.master_bytes + state * reg.state_bytes
-        if (accumulating or grad_fp32_buffer) and reg.master_bytes:
+        if grad_fp32_buffer and reg.master_bytes:
+            g = train * FP32_BYTES  # main_grad: the 16-bit gradient lands in it and is not kept
+        elif accumulating and reg.master_bytes:
             g += train * FP32_BYTES
         params_b += p / (n_d if zero_stage >= 3 else 1)
         grads_b += g / (n_d if zero_stage >= 2 else 1)

@@ -63,8 +63,11 @@ class Efficiency(Spec):
     link_bandwidth_fraction: Fraction = 0.8
     link_latency_scale: Annotated[float, Field(gt=0, le=1000)] = 1.0
     link_half_bytes: Annotated[float, Field(ge=0, le=1e12)] = 0.0
-    """Message size (bytes) at which a collective reaches half of its large-message bus bandwidth
-    (NCCL's protocol / channel ramp, components.md §4a); applied as ``S / (S + link_half_bytes)``."""
+    """Per-rank chunk size (bytes) at which a collective reaches half of its large-message bus
+    bandwidth (NCCL's protocol / channel ramp, components.md §4a). A ring / pairwise collective of S
+    bytes over n ranks moves chunks of S/n, so its bandwidth is scaled by ``c / (c + link_half_bytes)``
+    with c = S/n (c = S for sends and broadcasts): the same ramp costs a 2-rank group less than an
+    8-rank one at one message size."""
     sustained_clock_fraction: Fraction = 1.0
     """Sustained clock under a training load over the clock the datasheet peak assumes (power and
     thermal limits, components.md §8); scales every compute peak."""

@@ -106,30 +106,33 @@ def test_text_report_shows_allocated_and_reserved(tiny_mlp, single):
 
 # --- fp32 gradient buffer (Megatron main_grad) ------------------------------------------------------
 
-def test_grad_fp32_buffer_adds_four_bytes_per_trainable_parameter():
+def test_grad_fp32_buffer_holds_the_gradients_in_four_bytes_per_trainable_parameter():
     bf16 = regime("bf16")
     kw = dict(tp=1, sp=False, ep=1, dp=1, zero_stage=0)
     plain = param_memory(MLP_OPS, bf16, "adam", **kw)
     main = param_memory(MLP_OPS, bf16, "adam", grad_fp32_buffer=True, **kw)
     assert (plain.params_bytes, plain.grads_bytes, plain.optimizer_bytes) == (80_000, 80_000, 480_000)
-    assert main.grads_bytes == 80_000 + 4 * 40_000 == 240_000
+    # Megatron-core "Distributed Optimizer": bf16 params + fp32 grads, the 16-bit gradient not kept
+    assert main.grads_bytes == 4 * 40_000 == 160_000
     assert (main.params_bytes, main.optimizer_bytes) == (80_000, 480_000)
-    # one buffer: gradient accumulation already keeps it (main_grad), the stack does not add a second
-    assert param_memory(MLP_OPS, bf16, "adam", accumulating=True, grad_fp32_buffer=True, **kw).grads_bytes == 240_000
+    # one buffer: accumulation goes into main_grad, not into a second buffer
+    assert param_memory(MLP_OPS, bf16, "adam", accumulating=True, grad_fp32_buffer=True, **kw).grads_bytes == 160_000
+    # without the stack's buffer, accumulation keeps the 16-bit gradients and an fp32 accumulator
+    assert param_memory(MLP_OPS, bf16, "adam", accumulating=True, **kw).grads_bytes == 240_000
     # fp32 regimes: the gradients are fp32 already
     assert param_memory(MLP_OPS, regime("fp32"), "adam", grad_fp32_buffer=True, **kw).grads_bytes == 160_000
 
 
 def test_grad_fp32_buffer_is_sharded_like_gradients_over_dp_times_cp():
     bf16, kw = regime("bf16"), dict(tp=1, sp=False, ep=1, dp=2, cp=2, grad_fp32_buffer=True)
-    assert param_memory(MLP_OPS, bf16, "adam", zero_stage=1, **kw).grads_bytes == 240_000   # ZeRO-1: not sharded
-    assert param_memory(MLP_OPS, bf16, "adam", zero_stage=2, **kw).grads_bytes == 240_000 / 4
+    assert param_memory(MLP_OPS, bf16, "adam", zero_stage=1, **kw).grads_bytes == 160_000   # ZeRO-1: not sharded
+    assert param_memory(MLP_OPS, bf16, "adam", zero_stage=2, **kw).grads_bytes == 160_000 / 4
 
 
 def test_grad_fp32_buffer_through_the_estimate(tiny_mlp, single):
     cfg = dict(precision="bf16", optimizer="adam")
     assert estimate(tiny_mlp, single, mlp_cfg(**cfg)).memory.grads_bytes == 80_000
-    assert estimate(tiny_mlp, single, mlp_cfg(**cfg, stack=stack(grad_fp32_buffer=True))).memory.grads_bytes == 240_000
+    assert estimate(tiny_mlp, single, mlp_cfg(**cfg, stack=stack(grad_fp32_buffer=True))).memory.grads_bytes == 160_000
 
 
 # --- ZeRO / FSDP over dp × cp -----------------------------------------------------------------------
@@ -250,7 +253,7 @@ def test_stacks_do_not_share_memoised_results():
     psi = model.param_count
     assert meg.stage == ref.stage == 0
     assert ref.grads_bytes == again.grads_bytes == 2 * psi / 2
-    # megatron-core: zero_stage 2 given explicitly wins over its default 1; main_grad adds 4 B / param
-    assert meg.grads_bytes == (2 + 4) * psi / 2
+    # megatron-core: zero_stage 2 given explicitly wins over its default 1; main_grad holds 4 B / param
+    assert meg.grads_bytes == 4 * psi / 2
     assert meg.reserved_bytes == pytest.approx(meg.total_bytes * 1.05 + 2 * 2**30)
     assert ref.reserved_bytes == ref.total_bytes

@@ -144,19 +144,21 @@ def test_fsdp_prefetch_exposes_the_first_gather_and_what_compute_cannot_cover():
     assert _prefetched_exposed_s(2e-3, 3e-3, 10, 0) == pytest.approx(20e-3)
 
 
-def test_link_half_bytes_is_the_message_size_of_half_bus_bandwidth():
+def test_link_half_bytes_is_the_chunk_size_of_half_bus_bandwidth():
+    """A ring all-reduce of S over 8 ranks moves chunks of S/8: with link_half_bytes = S/8 its bandwidth
+    term doubles; a send moves S whole."""
     from simtrain.cost.collectives import collective_time
-    cluster = st.load_cluster("dgx-h100", nodes=1)
     from simtrain.parallel.program import Layout
     from simtrain.parallel.topology import group_topology
-    lay = Layout(1, 8, 1, 1, 1, 1, 1, 1)
-    topo = group_topology(cluster, lay, "tp", "tp-cp-ep-dp-pp")
+    cluster = st.load_cluster("dgx-h100", nodes=1)
+    topo = group_topology(cluster, Layout(1, 8, 1, 1, 1, 1, 1, 1), "tp", "tp-cp-ep-dp-pp")
     eff = cluster.device.efficiency.model_copy(update={"link_half_bytes": 0.0, "link_latency_scale": 1e-6})
     size = 64 * 2**20
-    big = collective_time("allreduce", size, topo, efficiency=eff).seconds
-    half = collective_time("allreduce", size, topo,
-                           efficiency=eff.model_copy(update={"link_half_bytes": float(size)})).seconds
-    assert half == pytest.approx(2 * big, rel=0.02)
+
+    def t(kind, half):
+        return collective_time(kind, size, topo, efficiency=eff.model_copy(update={"link_half_bytes": half})).seconds
+    assert t("allreduce", size / 8) == pytest.approx(2 * t("allreduce", 0.0), rel=0.02)
+    assert t("sendrecv", float(size)) == pytest.approx(2 * t("sendrecv", 0.0), rel=0.02)
 
 
 def test_sustained_clock_scales_compute_time():

@@ -212,8 +212,9 @@ RAMP_MIN_BYTES = 16 * data.MIB
 """The busbw points the link parameters are fitted to: >= 16 MiB, the sizes of training collectives
 (gradient buckets, FSDP / TP gathers). Below it the model is slower than NCCL (see report)."""
 LINK_LATENCY_SCALE = 1.0
-"""Not fitted. In the model ``link_half_bytes`` is a constant time per collective, c·h / (B·f), just as
-``link_latency_scale`` × per-step latency is: the two cannot be told apart by a busbw sweep, and no
+"""Not fitted. In the model ``link_half_bytes`` (a per-rank chunk size, S/n for ring collectives) adds
+h / (B·f) per ring step, just as ``link_latency_scale`` × per-step latency does: the two cannot be told
+apart by a busbw sweep at one group size, and no
 constant fits both NCCL's 42 µs at 32 KiB and its slow mid-size ramp (excess 140-340 µs at 16-128 MiB).
 The per-step latency stays the link spec's NCCL-TUNE constant (scale 1); the ramp goes to
 ``link_half_bytes``, whose schema meaning (half of the large-message busbw) matches the data (A100:

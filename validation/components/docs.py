@@ -95,7 +95,8 @@ def _misses(name: str) -> list[str]:
     out = ["* Tall-skinny GEMM 802816×192×768 sits at the roofline ridge: the model's max(compute, memory)",
            "  predicts it at the ceiling (+70 % on A100, +115–132 % fp8 on Hopper).",
            "* All-reduce below 16 MiB: the model is slower than NCCL (32 KiB −35…−72 %); `link_half_bytes`",
-           "  acts as a constant c·h/(B·f) per collective and cannot follow NCCL's size-dependent ramp."]
+           "  (a per-rank chunk size) acts as a fixed time per ring step and cannot follow NCCL's",
+           "  size-dependent protocol choice."]
     if not name.startswith("a100"):
         out += ["* fp8 GEMMs run at the bf16 matmul curve (one curve per class): +15–22 % at large sizes.",
                 "* NVLS all-reduce (NCCL's default on NVSwitch gen 3): the estimator's node topology runs ring/tree,",

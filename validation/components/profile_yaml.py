@@ -48,9 +48,9 @@ _LINK = {
                        "[MLE-NET] 4b (V): the estimator's node topology runs ring/tree, not NVLS"),
 }
 _HALF = {
-    "a100": "ramp of the same sweeps (16 MiB: 109 of 232 GB/s) [AZ-A100] [MLE-NET] 4a (V)",
-    "h100-sxm5-80gb": "shape of the NVLS sweep [AZ-H100] 4a >= 16 MiB (busbw / busbw at 8 GiB) (V; ramp of NVLS taken for ring, U)",
-    "h200-sxm-141gb": "shape of the NVLS sweep [AZ-H200] 4a >= 16 MiB (busbw / busbw at 8 GiB) (V; ramp of NVLS taken for ring, U)",
+    "a100": "per-rank chunk (S/n) of half busbw: ramp of the same 8-GPU sweeps (16 MiB: 109 of 232 GB/s) [AZ-A100] [MLE-NET] 4a (V)",
+    "h100-sxm5-80gb": "per-rank chunk (S/n) of half busbw: shape of the NVLS sweep [AZ-H100] 4a >= 16 MiB (busbw / busbw at 8 GiB) (V; ramp of NVLS taken for ring, U)",
+    "h200-sxm-141gb": "per-rank chunk (S/n) of half busbw: shape of the NVLS sweep [AZ-H200] 4a >= 16 MiB (busbw / busbw at 8 GiB) (V; ramp of NVLS taken for ring, U)",
 }
 
 
@@ -93,7 +93,7 @@ def _rest(device_name: str, eff: Efficiency, fam: str) -> list[str]:
              f"  launch_overhead_s: {_g(eff.launch_overhead_s)}  # GPU-side floor per kernel: CUDA-graph replay ~4 us, H100 [PYPTX] 5 (V2; "
              "U on A100); host dispatch is the stack's host_dispatch_s",
              f"  link_bandwidth_fraction: {_g(eff.link_bandwidth_fraction)}  # {_LINK[link_key]}",
-             f"  link_latency_scale: {_g(eff.link_latency_scale)}  # not fitted: a constant like link_half_bytes' c*h/(B*f); "
+             f"  link_latency_scale: {_g(eff.link_latency_scale)}  # not fitted: degenerate with link_half_bytes at one group size (both add a time per ring step); "
              "per-step latency = link spec's NCCL-TUNE value",
              f"  link_half_bytes: {_g(eff.link_half_bytes)}  # {_HALF[link_key]}",
              f"  sustained_clock_fraction: {_g(eff.sustained_clock_fraction)}  # the component ceilings already ran at the "

@@ -1,4 +1,7 @@
-"""Predict every published row with simtrain and report the error (``python -m validation.published.run``)."""
+"""Predict every published row with simtrain, zero-shot, and report the error (``python -m validation.published.run``).
+
+Zero-shot: the shipped component-derived A100 profile and the ``megatron-lm`` stack preset, nothing
+fitted to these tables. ``python -m validation.published.transfer`` adds the one-shot calibration."""
 
 from __future__ import annotations
 
@@ -36,14 +39,18 @@ def _cluster(gpus: int, device=None):
     return cluster.model_copy(update={"node": node})
 
 
+STACK = "megatron-lm"
+"""The code that produced both tables (simtrain/specs/stacks/megatron-lm.yaml)."""
+
+
 def megatron_config(row: MegatronRow) -> st.TrainConfig:
     return st.TrainConfig(global_batch_size=row.batch, micro_batch_size=1, seq_len=SEQ_LEN, precision="fp16",
-                          optimizer="adam", tp=row.tp, pp=row.pp, recompute="full", dp_overlap=False)
+                          optimizer="adam", tp=row.tp, pp=row.pp, recompute="full", stack=STACK)
 
 
 def korthikanti_config(row: KorthikantiRow, selective: bool) -> st.TrainConfig:
     return st.TrainConfig(global_batch_size=row.batch, micro_batch_size=row.micro_batch, seq_len=SEQ_LEN,
-                          precision="fp16", optimizer="adam", tp=row.tp, pp=row.pp, dp_overlap=False,
+                          precision="fp16", optimizer="adam", tp=row.tp, pp=row.pp, stack=STACK,
                           recompute="selective" if selective else "full", sequence_parallel=selective)
 
 

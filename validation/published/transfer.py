@@ -20,12 +20,11 @@ from dataclasses import dataclass
 
 import simtrain as st
 from validation.published.cases import KORTHIKANTI_TABLE5, MEGATRON_TABLE1, megatron_flops_per_step
-from validation.published.run import _cluster, korthikanti_config, megatron_config
+from validation.published.run import STACK, _cluster, korthikanti_config, megatron_config
 
 __all__ = ["STACK", "megatron_records", "korthikanti_records", "zero_shot", "one_shot", "extrapolate",
            "OneShot", "main"]
 
-STACK = "megatron-lm"
 ONE_SHOT_MAX, ONE_SHOT_MAPE = 0.08, 0.05
 
 
@@ -33,7 +32,7 @@ def megatron_records(stack: str = STACK) -> list[st.RunRecord]:
     """Table 1 as runs: step time = the paper's FLOPs per iteration / (TFLOP/s per GPU × GPUs)."""
     out = []
     for row in MEGATRON_TABLE1:
-        cfg = megatron_config(row).model_copy(update={"stack": stack})
+        cfg = megatron_config(row) if stack == STACK else megatron_config(row).model_copy(update={"stack": stack})
         step_s = megatron_flops_per_step(row) / (row.tflops_per_gpu * 1e12 * row.gpus)
         out.append(st.RunRecord(model=st.load_model(row.model), cluster=_cluster(row.gpus), config=cfg,
                                 step_time_s=step_s, name=f"T1 {row.params_b}B"))
@@ -45,7 +44,9 @@ def korthikanti_records(stack: str = STACK) -> list[st.RunRecord]:
     for row in KORTHIKANTI_TABLE5:
         model, cluster = st.load_model(row.model), _cluster(row.gpus)
         for selective, seconds in ((False, row.full_recompute_s), (True, row.sp_selective_s)):
-            cfg = korthikanti_config(row, selective).model_copy(update={"stack": stack})
+            cfg = korthikanti_config(row, selective)
+            if stack != STACK:
+                cfg = cfg.model_copy(update={"stack": stack})
             label = "sel" if selective else "full"
             out.append(st.RunRecord(model=model, cluster=cluster, config=cfg, step_time_s=seconds,
                                     name=f"T5 {row.model.split('-')[1]} {label}"))
