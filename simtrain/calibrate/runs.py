@@ -135,9 +135,10 @@ class Calibration(Spec):
 
 def load_calibration(path: str | Path) -> Calibration:
     """Read a calibration written by ``Calibration.to_yaml`` (safe YAML, validated, size-capped)."""
-    from simtrain.specs.base import spec_error_from_validation
-    from pydantic import ValidationError
     import yaml
+    from pydantic import ValidationError
+
+    from simtrain.specs.base import spec_error_from_validation
     path = Path(path)
     if not path.is_file():
         raise SpecError.one(str(path), "", "not a regular file")

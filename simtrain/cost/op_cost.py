@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simtrain.cost.compute import MATRIX_CLASSES, attention_kernel_seconds, compute_seconds, memory_seconds
-from simtrain.glossary import DType, OpClass
 from simtrain.cost.precision import Regime
+from simtrain.glossary import DType, OpClass
 from simtrain.graph.op import Gemm, Op
 from simtrain.specs.hardware import Device, Efficiency
 

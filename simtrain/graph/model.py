@@ -6,8 +6,9 @@ an architecture spec (``arch``) can be rebuilt for another sequence length (``wi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import networkx as nx
 
@@ -45,7 +46,7 @@ class Model:
         self.graph = nx.DiGraph()
         for op in self.ops:
             self.graph.add_node(op.name, op=op)
-        chain = edges if edges is not None else list(zip(names, names[1:]))
+        chain = edges if edges is not None else list(zip(names, names[1:], strict=False))
         self.graph.add_edges_from(chain)
         blocks: list[str] = []
         for op in self.ops:

@@ -8,11 +8,11 @@ from simtrain.cost.compute import device_efficiency
 
 __all__ = ["ClusterComm", "comm_for"]
 
-_POOL: dict[tuple, "ClusterComm"] = {}
+_POOL: dict[tuple, ClusterComm] = {}
 _POOL_MAX = 256
 
 
-def comm_for(cluster, layout, cfg) -> "ClusterComm":
+def comm_for(cluster, layout, cfg) -> ClusterComm:
     """A shared ClusterComm per (cluster object, layout, rank order, sequence parallelism): its
     memoised collective times then serve every estimate of a sweep over that layout."""
     key = (id(cluster), layout, cfg.rank_order, cfg.sequence_parallel)

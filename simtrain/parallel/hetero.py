@@ -26,7 +26,7 @@ class HeteroReport:
     def utilization(self) -> float:
         """Device-weighted busy share of the step across all groups (1.0 when all groups match)."""
         devices = [g.devices_count for g in self.groups]
-        busy = sum(d * (1 - i) for d, i in zip(devices, self.idle_fraction))
+        busy = sum(d * (1 - i) for d, i in zip(devices, self.idle_fraction, strict=False))
         return busy / sum(devices)
 
     @property
@@ -47,7 +47,7 @@ def estimate_heterogeneous(model, clusters, cfg, estimate_fn=None) -> HeteroRepo
     dps = [c.devices_count // inner for c in clusters]
     per_replica = cfg.global_batch_size // sum(dps)
     reports = []
-    for cluster, dp in zip(clusters, dps):
+    for cluster, dp in zip(clusters, dps, strict=False):
         fields = {**cfg.model_dump(), "dp": dp, "global_batch_size": per_replica * dp}
         reports.append(estimate_fn(model, cluster, TrainConfig(**fields)))
     times = [r.step_time_s for r in reports]

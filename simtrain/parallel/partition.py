@@ -73,4 +73,4 @@ def _balanced(model: Model, blocks: list[str], chunks: int) -> list[tuple[str, .
         cand = next(i for i in range(1, len(blocks)) if i not in cuts)
         cuts = sorted(cuts + [cand])
     edges = [0] + cuts + [len(blocks)]
-    return [tuple(blocks[a:b]) for a, b in zip(edges, edges[1:])]
+    return [tuple(blocks[a:b]) for a, b in zip(edges, edges[1:], strict=False)]

@@ -19,8 +19,8 @@ from simtrain.cost.op_cost import OpCost, op_cost
 from simtrain.cost.optimizer import step_passes, traits
 from simtrain.cost.precision import Regime, regime
 from simtrain.graph.model import Model
-from simtrain.parallel.model_index import model_index
 from simtrain.graph.op import Op
+from simtrain.parallel.model_index import model_index
 from simtrain.specs.hardware import Cluster
 from simtrain.specs.stack import Stack, stack_of
 from simtrain.specs.train import TrainConfig

@@ -26,7 +26,7 @@ def grid_points(grid: dict[str, list]) -> list[dict[str, Any]]:
     for k in keys:
         if not isinstance(grid[k], (list, tuple)) or not grid[k]:
             raise SpecError.one(None, f"grid.{k}", "must be a non-empty list of values")
-    return [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
+    return [dict(zip(keys, values, strict=False)) for values in itertools.product(*(grid[k] for k in keys))]
 
 
 def _failed(point: dict, reason: str) -> dict:

@@ -12,11 +12,19 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from simtrain.glossary import DeviceKind, DType, LinkKind, OpClass
-from simtrain.specs.efficiency import ComputeCurve, Efficiency  # noqa: F401  (re-exported)
+from simtrain.glossary import DeviceKind, DType, LinkKind
 from simtrain.specs.base import (
-    Bytes, BytesPerS, DollarsPerHour, FlopsPerS, Hertz, Seconds, Sourced, Spec, Watts,
+    Bytes,
+    BytesPerS,
+    DollarsPerHour,
+    FlopsPerS,
+    Hertz,
+    Seconds,
+    Sourced,
+    Spec,
+    Watts,
 )
+from simtrain.specs.efficiency import ComputeCurve, Efficiency  # noqa: F401  (re-exported)
 
 __all__ = [
     "ComputeCurve", "Efficiency", "MatrixUnit", "MemoryTier", "Device", "Link", "Storage", "Host",
@@ -123,7 +131,7 @@ class Device(Spec):
         if self.main_memory is not None and self.main_memory not in names:
             raise ValueError(f"main_memory {self.main_memory!r} is not one of the memory tiers {names}")
         caps = [t.capacity_bytes.value for t in self.memory]
-        if any(b < a for a, b in zip(caps, caps[1:])):
+        if any(b < a for a, b in zip(caps, caps[1:], strict=False)):
             raise ValueError("memory tiers must be ordered fastest/smallest first (capacity non-decreasing)")
         if self.idle_power_w and self.tdp_w and self.idle_power_w.value > self.tdp_w.value:
             raise ValueError("idle_power_w exceeds tdp_w")

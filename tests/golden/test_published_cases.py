@@ -12,7 +12,13 @@ import statistics
 import pytest
 
 from validation.published.transfer import (
-    ONE_SHOT_MAPE, ONE_SHOT_MAX, extrapolate, korthikanti_records, megatron_records, one_shot, zero_shot,
+    ONE_SHOT_MAPE,
+    ONE_SHOT_MAX,
+    extrapolate,
+    korthikanti_records,
+    megatron_records,
+    one_shot,
+    zero_shot,
 )
 
 

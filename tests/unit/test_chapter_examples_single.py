@@ -65,7 +65,8 @@ def test_prefetch_buffer_of_256_megapixel_images():
     assert buffer == 1_610_612_736
     data = DataPipeline(sample_bytes=sample, num_workers=1, prefetch_factor=2)
     cfg = st.TrainConfig(global_batch_size=256, micro_batch_size=256, precision="fp32", optimizer="sgd", data=data)
-    from tests.conftest import invented_device, linear_op as lin
+    from tests.conftest import invented_device
+    from tests.conftest import linear_op as lin
     r = st.estimate(st.Model("m", [lin("layers.0/fc", "layers.0", 1, 4, 4)]), st.Cluster.single(invented_device()), cfg)
     assert r.memory.host_prefetch_bytes == buffer
 

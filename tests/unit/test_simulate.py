@@ -67,7 +67,7 @@ def test_chrome_trace_is_well_formed(tmp_path):
     # no two events overlap on one (pid, tid) track
     for key in {(e["pid"], e["tid"]) for e in xs}:
         track = sorted((e["ts"], e["ts"] + e["dur"]) for e in xs if (e["pid"], e["tid"]) == key)
-        assert all(a[1] <= b[0] + 1e-6 for a, b in zip(track, track[1:]))
+        assert all(a[1] <= b[0] + 1e-6 for a, b in zip(track, track[1:], strict=False))
 
 
 def test_infeasible_layout_is_a_report():

@@ -72,5 +72,5 @@ SEQ_LEN, VOCAB = 2048, 51200
 
 def megatron_flops_per_step(row: MegatronRow, seq: int = SEQ_LEN, vocab: int = VOCAB) -> float:
     """Narayanan et al. 2021 eq. (3): 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) FLOPs per iteration."""
-    b, l, h = row.batch, row.layers, row.hidden
-    return 96.0 * b * seq * l * h * h * (1 + seq / (6.0 * h) + vocab / (16.0 * l * h))
+    b, layers, h = row.batch, row.layers, row.hidden
+    return 96.0 * b * seq * layers * h * h * (1 + seq / (6.0 * h) + vocab / (16.0 * layers * h))

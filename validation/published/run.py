@@ -10,7 +10,12 @@ from dataclasses import dataclass
 
 import simtrain as st
 from validation.published.cases import (
-    KORTHIKANTI_TABLE5, MEGATRON_TABLE1, SEQ_LEN, KorthikantiRow, MegatronRow, megatron_flops_per_step,
+    KORTHIKANTI_TABLE5,
+    MEGATRON_TABLE1,
+    SEQ_LEN,
+    KorthikantiRow,
+    MegatronRow,
+    megatron_flops_per_step,
 )
 
 __all__ = ["CaseResult", "run_megatron", "run_korthikanti", "run_all", "summary", "CLUSTER"]
