@@ -217,3 +217,50 @@ def test_cli_estimate_takes_a_stack_and_a_calibration(tmp_path, capsys):
     slow = json.loads(capsys.readouterr().out)["step_time_s"]
     assert slow > fast
     assert main(args + ["--stack", "bogus"]) == 2
+
+
+# --- fp8 -----------------------------------------------------------------------------------------
+def _linear(rows=4096, k=4096, n=8192):
+    return make_op("linear", "fc", "b", rows=rows, in_features=k, out_features=n, bias=False)
+
+
+@pytest.mark.parametrize("recipe, passes", [("delayed", 1.0), ("tensorwise", 1.5), ("rowwise", 2.5)])
+def test_fp8_linear_runs_at_the_fp8_peak_plus_its_cast_passes(recipe, passes):
+    from simtrain.cost.op_cost import FP8_CAST_PASSES
+    from simtrain.glossary import DType, OpClass
+    dev = st.load_device("h100-sxm5-80gb")
+    eff = dev.efficiency.model_copy(update={"launch_overhead_s": 0.0})
+    op = _linear()
+    stack = load_stack("reference").with_overrides(fp8_recipe=recipe)
+    c = op_cost(op, 1, regime("fp8"), dev, eff, stack=stack)
+    assert FP8_CAST_PASSES[recipe] == passes
+    gemm_fw = compute_seconds(2 * 4096 * 4096 * 8192, OpClass.MATMUL, dev, DType.FP8, eff, op.gemm, 4096)
+    # forward casts X (4096 x 4096) and W (8192 x 4096): read 2 B + write 1 B per element per pass
+    cast_fw = memory_seconds(3.0 * (4096 * 4096 + 8192 * 4096) * passes, dev, eff)
+    assert c.fw_s == pytest.approx(gemm_fw + cast_fw, rel=1e-9)
+    assert c.fw_kernels == 1 + 2
+
+
+def test_fp8_leaves_attention_and_the_lm_head_in_bf16():
+    from simtrain.cost.op_cost import runs_in_fp8
+    reg = regime("fp8")
+    assert runs_in_fp8(_linear(), reg)
+    assert not runs_in_fp8(_attention(True), reg)
+    head = make_op("linear", "head", "b", rows=16, in_features=32, out_features=64, tp_split="vocab")
+    assert not runs_in_fp8(head, reg)
+    dev = st.load_device("h100-sxm5-80gb")
+    att8 = op_cost(_attention(True), 1, reg, dev, dev.efficiency, stack=load_stack("reference"))
+    att16 = op_cost(_attention(True), 1, regime("bf16"), dev, dev.efficiency, stack=load_stack("reference"))
+    assert att8.fw_s == pytest.approx(att16.fw_s)
+
+
+def test_fp8_allgather_halves_the_fsdp_gather_bytes():
+    from simtrain.estimator import build_program
+    model, cluster = st.load_model("llama3-8b"), st.load_cluster("dgx-h100", nodes=1)
+
+    def gathered(flag):
+        cfg = resolve_stack(st.TrainConfig(global_batch_size=8, seq_len=1024, precision="fp8",
+                                           stack=load_stack("fsdp2").with_overrides(fp8_allgather=flag)))
+        prog = build_program(model, cluster, cfg)
+        return sum(t.bytes * t.count for t in prog.stages[0].step_comm if t.kind == "allgather")
+    assert gathered(True) == pytest.approx(gathered(False) / 2)
