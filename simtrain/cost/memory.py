@@ -129,14 +129,27 @@ def attention_core_saved(op: Op, reg: Regime) -> float:
 
 
 def activation_bytes_per_microbatch(ops: tuple[Op, ...], micro_batch: float, reg: Regime, recompute: str,
-                                    tp: int, sp: bool, ep: int, counts: tuple[int, ...] | None = None) -> float:
-    """Bytes saved for backward by ``ops`` (each ``counts[i]`` times) for one micro-batch under the
-    'none' or 'selective' policy (full recomputation keeps block inputs: :func:`checkpoint_bytes`)."""
-    total = 0.0
+                                    tp: int, sp: bool, ep: int, counts: tuple[int, ...] | None = None,
+                                    modules: tuple[str, ...] | None = None) -> float:
+    """Bytes saved for backward by ``ops`` (in layer order, each ``counts[i]`` times) for one
+    micro-batch under the 'none' or 'selective' policy (full recomputation keeps block inputs:
+    :func:`checkpoint_bytes`). Selective (``modules``, parallel/recompute.py): a recomputed
+    materialised attention core drops its score-sized tensors; inside a recomputed run of other ops
+    only the first op's saved tensors (the run's input) stay; a matmul right after such a run drops
+    its saved input, which the run recomputes."""
+    from simtrain.parallel.recompute import selected
+    total, run, run_attention = 0.0, False, False
     for i, op in enumerate(ops):
         b = saved_bytes(op, micro_batch, reg, tp, sp, ep)
-        if recompute == "selective" and b:
+        attention = op.attention is not None or bool(op.attr("attn_core"))
+        chosen = recompute == "selective" and selected(op, modules)
+        if chosen and attention and b:
             b -= attention_core_saved(op, reg) * micro_batch * shard_factors(op, tp, sp, ep).saved
+        elif chosen and run and not run_attention:
+            b = 0.0
+        elif not chosen and run and not run_attention and op.gemm is not None:
+            b = 0.0
+        run, run_attention = chosen, chosen and attention
         total += b * (counts[i] if counts else 1)
     return total
 

@@ -30,6 +30,7 @@ import math
 from simtrain.cost.op_cost import shard_factors
 from simtrain.cost.precision import Regime
 from simtrain.graph.op import Op
+from simtrain.parallel.recompute import recomputed_count
 from simtrain.specs.stack import stack_of
 
 __all__ = ["microbatch_comm", "step_comm"]
@@ -64,7 +65,7 @@ def _tp_tasks(ops, cfg, lay, reg, comm) -> list:
         if n:
             out.append(task(phase, total / n, n))
     if str(cfg.recompute) == "full" and fw_n:
-        rec_n = sum(n for op, n, repeated, _ in ops if op.tp_split == "row" and repeated)
+        rec_n = sum(recomputed_count(n, cfg) for op, n, repeated, _ in ops if op.tp_split == "row" and repeated)
         if rec_n:
             out.append(task("recompute", fw / fw_n, rec_n))
     return out
@@ -118,7 +119,7 @@ def _ep_tasks(ops, cfg, lay, reg, comm) -> list:
         out.append(CommTask("ep", "alltoall", "fw", dispatch_bytes, sec, 2 * n))  # dispatch + combine
         out.append(CommTask("ep", "alltoall", "bw", dispatch_bytes, sec, 2 * n))  # their gradients
         if full and repeated:  # full recomputation re-runs the layer's forward, its all-to-alls included
-            out.append(CommTask("ep", "alltoall", "recompute", dispatch_bytes, sec, 2 * n))
+            out.append(CommTask("ep", "alltoall", "recompute", dispatch_bytes, sec, 2 * recomputed_count(n, cfg)))
     return out
 
 

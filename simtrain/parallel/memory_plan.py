@@ -15,6 +15,7 @@ from simtrain.cost.memory import (
 )
 from simtrain.cost.op_cost import shard_factors
 from simtrain.parallel.model_index import model_index
+from simtrain.parallel.recompute import recomputed_blocks
 from simtrain.parallel.schedule import in_flight_microbatches
 from simtrain.report.step_report import MemoryReport
 from simtrain.specs.stack import stack_of
@@ -31,7 +32,9 @@ def _activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]
     working = (largest_gradient_bytes(ops, micro, reg, lay.tp, sp, lay.ep)
                + fp32_logits_grad_bytes(ops, micro, reg, lay.tp, counts))
     if recompute != "full":
-        return activation_bytes_per_microbatch(ops, micro, reg, recompute, lay.tp, sp, lay.ep, counts), working
+        modules = None if cfg.recompute_modules is None else tuple(cfg.recompute_modules)
+        return activation_bytes_per_microbatch(ops, micro, reg, recompute, lay.tp, sp, lay.ep, counts,
+                                               modules), working
     k = cfg.recompute_every_k_blocks or 1
     per_block_cache: dict[tuple, float] = {}
     per_block = []
@@ -42,6 +45,12 @@ def _activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]
             per_block_cache[key] = activation_bytes_per_microbatch(
                 bops, micro, reg, "none", lay.tp, sp, lay.ep, tuple(n for _, n in key))
         per_block.append(per_block_cache[key])
+    dropped = recomputed_blocks(stage.blocks, cfg)
+    if len(dropped) < len(stage.blocks):  # recompute_num_layers: the other layers keep everything
+        kept = checkpoint_bytes([idx.block_first[b] for b in stage.blocks if b in dropped], micro, reg, lay.tp, sp)
+        kept += sum(a for b, a in zip(stage.blocks, per_block, strict=True) if b not in dropped)
+        return kept, working + recompute_window_bytes([a for b, a in zip(stage.blocks, per_block, strict=True)
+                                                       if b in dropped] or [0.0])
     kept = checkpoint_bytes([idx.block_first[b] for b in stage.blocks], micro, reg, lay.tp, sp, k)
     return kept, working + recompute_window_bytes(per_block, k)
 
@@ -53,6 +62,7 @@ def stage_memories(model, cluster, cfg, program) -> list[MemoryReport]:
     # stack's memory knobs (reserve, workspace, fsdp prefetch) and the ZeRO degree dp · cp act in
     # stage_memory / the program's param memory, outside this memo, so they need no place in its key
     setting = (lay.micro_batch, lay.cp, lay.tp, lay.ep, cfg.sequence_parallel, str(cfg.recompute),
+               None if cfg.recompute_modules is None else tuple(cfg.recompute_modules), cfg.recompute_num_layers,
                cfg.recompute_every_k_blocks, program.regime.precision)
     memo = idx.memo.setdefault(("activations", setting), {})
     out = []

@@ -21,6 +21,7 @@ from simtrain.cost.precision import Regime, regime
 from simtrain.graph.model import Model
 from simtrain.graph.op import Op
 from simtrain.parallel.model_index import model_index
+from simtrain.parallel.recompute import recomputed_count, selected
 from simtrain.specs.hardware import Cluster
 from simtrain.specs.stack import Stack, stack_of
 from simtrain.specs.train import TrainConfig
@@ -139,7 +140,7 @@ def _recomputed(op: Op, cfg: TrainConfig, repeated: bool) -> bool:
     if str(cfg.recompute) == "full":
         return repeated
     if str(cfg.recompute) == "selective":
-        return bool(op.attr("attn_core")) or (op.attention is not None and not op.attention.fused)
+        return selected(op, cfg.recompute_modules)
     return False
 
 
@@ -148,7 +149,8 @@ _MEMO_MAX = 50_000
 
 def _setting_key(cfg: TrainConfig) -> tuple:
     """The TrainConfig fields a stage's program depends on (besides the layout)."""
-    return (str(cfg.recompute), cfg.recompute_every_k_blocks, cfg.sequence_parallel, str(cfg.precision),
+    modules = None if cfg.recompute_modules is None else tuple(cfg.recompute_modules)
+    return (str(cfg.recompute), modules, cfg.recompute_num_layers, cfg.recompute_every_k_blocks, cfg.sequence_parallel, str(cfg.precision),
             str(cfg.optimizer), cfg.fused_optimizer, cfg.zero_stage, tuple(cfg.frozen_prefixes), cfg.dp_overlap,
             cfg.dp_bucket_bytes, cfg.moe_load_imbalance, stack_of(cfg), cfg.grad_clipping)
 
@@ -184,9 +186,9 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
         fw, bw, fwf, bwf, mem = fw + n * c.fw_s, bw + n * c.bw_s, fwf + n * c.fw_flops, bwf + n * c.bw_flops, \
             mem + n * c.memory_bound_s
         fwk, bwk = fwk + n * c.fw_kernels, bwk + n * c.bw_kernels
-        if again:
-            rc, rcf, rck = rc + n * c.fw_s, rcf + n * c.fw_flops, rck + n * c.fw_kernels
-        times.append((name if n > 1 else op.name, op.kind, n * (c.fw_s + c.bw_s + (c.fw_s if again else 0.0))))
+        r = (recomputed_count(n, cfg) if str(cfg.recompute) == "full" else n) if again else 0
+        rc, rcf, rck = rc + r * c.fw_s, rcf + r * c.fw_flops, rck + r * c.fw_kernels
+        times.append((name if n > 1 else op.name, op.kind, n * (c.fw_s + c.bw_s) + r * c.fw_s))
     fw, bw, rc = (host_bound_s(gpu, k, stack) for gpu, k in ((fw, fwk), (bw, bwk), (rc, rck)))
     from simtrain.parallel.comm_tasks import microbatch_comm, step_comm
     mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks), fw, bw + rc)

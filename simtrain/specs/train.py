@@ -88,6 +88,14 @@ class TrainConfig(Spec):
     """Model chunks per pipeline rank; > 1 only with the interleaved schedule."""
     sequence_parallel: bool = False
     recompute: Recompute = Recompute.NONE
+    recompute_modules: list[str] | None = None
+    """With recompute='selective': which parts of each layer are recomputed, as Megatron-Core's
+    --recompute-modules names them (core_attn, mlp, layernorm, moe) or op-name patterns inside a
+    layer ('mlp/act', 'attn/*'). None: the attention core (Korthikanti et al. 2022 §5)."""
+    recompute_num_layers: Annotated[int, Field(ge=0, le=100_000)] | None = None
+    """With recompute='full': fully recompute only the first N layers of each pipeline stage; the
+    others keep their activations (Megatron --recompute-method block --recompute-num-layers N).
+    None: every layer."""
     recompute_every_k_blocks: Annotated[int, Field(ge=1)] | None = None
     """With recompute='full': checkpoint only every k-th block (k=1 is every block)."""
     fused_optimizer: bool = True
@@ -153,6 +161,15 @@ class TrainConfig(Spec):
             out.append(f"rank_order {self.rank_order!r} must name each of tp, cp, ep, dp, pp once, joined by '-'")
         if self.recompute_every_k_blocks is not None and self.recompute is not Recompute.FULL:
             out.append("recompute_every_k_blocks needs recompute='full'")
+        if self.recompute_num_layers is not None and self.recompute is not Recompute.FULL:
+            out.append("recompute_num_layers needs recompute='full'")
+        if self.recompute_num_layers is not None and self.recompute_every_k_blocks not in (None, 1):
+            out.append("give recompute_num_layers or recompute_every_k_blocks, not both")
+        if self.recompute_modules is not None:
+            from simtrain.parallel.recompute import check_modules
+            if self.recompute is not Recompute.SELECTIVE:
+                out.append("recompute_modules needs recompute='selective'")
+            out += check_modules(self.recompute_modules)
         if isinstance(self.stack, str):
             from simtrain.specs.stack import stack_names
             if self.stack not in stack_names():

@@ -1,0 +1,52 @@
+"""The held-out set of public training runs (validation/published/heldout.py, docs/heldout.md).
+
+Only well-formedness and "every row estimates": NO accuracy assertion. These runs are held out; an
+error bound here would turn them into tuning targets.
+"""
+
+import math
+
+import pytest
+
+import simtrain as st
+from validation.published.heldout import (
+    HELDOUT_RUNS, METRICS, cluster_of, config_of, estimate_row, mape_by_stack, published_step_time_s, run_heldout,
+)
+
+
+def test_the_table_is_well_formed():
+    names = [run.name for run in HELDOUT_RUNS]
+    assert len(names) == len(set(names)) and 6 <= len(names) <= 15
+    assert len({run.stack for run in HELDOUT_RUNS}) >= 3
+    for run in HELDOUT_RUNS:
+        assert run.metric in METRICS, run.name
+        assert run.published > 0 and math.isfinite(run.published), run.name
+        assert run.source.strip() and run.definition.strip(), run.name
+        assert run.stack in st.stack_names(), run.name
+        assert all(isinstance(a, str) and a.strip() for a in run.assumptions), run.name
+
+
+@pytest.mark.parametrize("run", HELDOUT_RUNS, ids=lambda run: run.name)
+def test_every_row_builds_and_converts(run):
+    model = st.load_model(run.model)
+    cluster = cluster_of(run)
+    assert cluster.nodes_count == run.nodes
+    config_of(run)                      # validates the layout fields
+    step = published_step_time_s(run, model)
+    assert step > 0 and math.isfinite(step)
+
+
+def test_every_row_estimates_feasible_or_with_reasons():
+    results = run_heldout()
+    assert len(results) == len(HELDOUT_RUNS)
+    for res in results:
+        assert res.predicted_step_s > 0 and math.isfinite(res.predicted_step_s), res.run.name
+        assert res.feasible or res.reasons, res.run.name
+        assert math.isfinite(res.error), res.run.name
+    summary = mape_by_stack(results)
+    assert "overall" in summary and all(math.isfinite(v) for v in summary.values())
+
+
+def test_estimate_row_is_deterministic():
+    run = HELDOUT_RUNS[0]
+    assert estimate_row(run).predicted_step_s == estimate_row(run).predicted_step_s
