@@ -134,7 +134,8 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
         device_name=cluster.device.name,
         price_per_device_hour=_value(cluster.device.price_per_hour), tdp_w=_value(cluster.device.tdp_w),
         idle_power_w=_value(cluster.device.idle_power_w),
-        eval_time_per_step_s=_eval_per_step(cfg, crit, lay), attention_flops=cfg.attention_flops, engine=engine)
+        eval_time_per_step_s=_eval_per_step(cfg, crit, lay), attention_flops=cfg.attention_flops, engine=engine,
+        stack=stack_of(cfg).name)
     name, why = bottleneck_of(report, crit, data)
     object.__setattr__(report, "bottleneck", name)
     object.__setattr__(report, "bottleneck_reason", why)

@@ -153,6 +153,8 @@ class StepReport:
     """Evaluation time amortised per training step (forward only, every N steps)."""
     attention_flops: str = "full"
     engine: str = "estimate"
+    stack: str = ""
+    """The software stack the step was costed for (TrainConfig.stack, resolved)."""
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     """Sanity flags (report/sanity.py): implausible MFU/HFU, communication- or data-bound, memory full."""
@@ -230,7 +232,7 @@ class StepReport:
         d = {
             "model": self.model_name, "cluster": self.cluster_name, "device": self.device_name,
             "devices": self.devices_count, "feasible": self.feasible, "reasons": list(self.reasons),
-            "engine": self.engine, "step_time_s": self.step_time_s, "samples_per_s": self.samples_per_s,
+            "engine": self.engine, "stack": self.stack, "step_time_s": self.step_time_s, "samples_per_s": self.samples_per_s,
             "tokens_per_s": self.tokens_per_s, "model_flops_per_step": self.model_flops_per_step,
             "hardware_flops_per_step": self.hardware_flops_per_step, "mfu": self.mfu, "hfu": self.hfu,
             "flops_per_device_per_s": self.flops_per_device_per_s, "peak_flops_per_s": self.peak_flops_per_s,

@@ -23,7 +23,7 @@ def fmt_seconds(s: float) -> str:
 def _headline(r: StepReport) -> list[str]:
     lay = ", ".join(f"{k}={v}" for k, v in r.layout.items())
     lines = [f"simtrain {r.engine}: {r.model_name} on {r.cluster_name} ({r.devices_count} × {r.device_name})",
-             f"layout: {lay}"]
+             f"layout: {lay}" + (f"; stack {r.stack}" if r.stack else "")]
     if not r.feasible and r.step_time_s != r.step_time_s:
         return lines + ["INFEASIBLE:"] + [f"  - {x}" for x in r.reasons]
     lines += [

@@ -10,13 +10,20 @@ import pytest
 
 import simtrain as st
 from validation.published.heldout import (
-    HELDOUT_RUNS, METRICS, cluster_of, config_of, estimate_row, mape_by_stack, published_step_time_s, run_heldout,
+    HELDOUT_RUNS,
+    METRICS,
+    cluster_of,
+    config_of,
+    estimate_row,
+    mape_by_stack,
+    published_step_time_s,
+    run_heldout,
 )
 
 
 def test_the_table_is_well_formed():
     names = [run.name for run in HELDOUT_RUNS]
-    assert len(names) == len(set(names)) and 6 <= len(names) <= 15
+    assert len(names) == len(set(names)) and len(names) >= 6
     assert len({run.stack for run in HELDOUT_RUNS}) >= 3
     for run in HELDOUT_RUNS:
         assert run.metric in METRICS, run.name

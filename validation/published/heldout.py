@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import simtrain as st
 
-__all__ = ["HeldoutRun", "HeldoutResult", "HELDOUT_RUNS", "published_step_time_s", "config_of", "cluster_of",
-           "estimate_row", "run_heldout", "mape_by_stack", "main"]
+__all__ = ["HeldoutRun", "HeldoutResult", "HELDOUT_RUNS", "METRICS", "published_step_time_s", "metric_of_step",
+           "config_of", "cluster_of", "estimate_row", "run_heldout", "mape_by_stack", "main"]
 
 METRICS = ("tokens/s/GPU", "TFLOP/s/GPU", "s/iter")
 
@@ -125,13 +125,14 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
                "tokens/s/GPU", 2904.0, _TT_DEF, _TT.format(table="Llama 3 performance numbers, 8B, batch 1, "
                                                             "selective layer AC"),
                recompute="full", recompute_every_k_blocks=2,
-               assumptions=_TT_ASSUME + ("'selective layer' AC = torchtitan selective_ac_option '2': every "
-                                         "2nd block checkpointed (full recompute every 2 blocks)",
-                                         "seq 8192: the llama3_8b.toml default")),
+               assumptions=_TT_ASSUME + ("'selective layer' AC, frequency not stated: selective_ac_option "
+                                         "'2' (torchtitan's example value: every 2nd block checkpointed)",
+                                         "seq 8192 (the page: Llama 2's 4096 'is halved compared with "
+                                         "Llama 3')")),
     HeldoutRun("torchtitan Llama3-70B 64xA100", "llama3-70b", "dgx-a100-80gb", 8, "fsdp2", 64, 1, 8192, "bf16",
                "tokens/s/GPU", 331.0, _TT_DEF, _TT.format(table="Llama 3 performance numbers, 70B, batch 1, "
                                                            "full AC"),
-               recompute="full", assumptions=_TT_ASSUME + ("seq 8192: the llama3_70b.toml default",)),
+               recompute="full", assumptions=_TT_ASSUME + ("seq 8192 (Llama 3 default, as above)",)),
     HeldoutRun("torchtitan Llama2-13B 64xA100", "llama2-13b", "dgx-a100-80gb", 8, "fsdp2", 128, 2, 4096, "bf16",
                "tokens/s/GPU", 2162.0, _TT_DEF, _TT.format(table="Llama 2 performance numbers, 13B, batch 2, "
                                                             "no AC"),
