@@ -42,8 +42,9 @@ def _rms(rows) -> float:
 def test_gemm_sweeps_and_ceiling(name):
     rows = _rows(name, "gemm")
     fitted = [r for r in rows if r.fit]
+    # the best shape of thousands (MAMF) bounds the ceiling from above; the typical large GEMM is fitted
     mamf = [r for r in fitted if r.point.note == "sets the matmul ceiling"]
-    assert len(mamf) == 1 and abs(mamf[0].error) <= 0.10, mamf
+    assert len(mamf) == 1 and -0.12 <= mamf[0].error <= 0.0, mamf
     big = [r for r in fitted if 2.0 * r.point.m * r.point.n * r.point.k >= 2.0 * 2048 ** 3]
     assert len(big) >= 5
     assert [r.label for r in big if abs(r.error) > 0.20] == []

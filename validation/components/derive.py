@@ -6,9 +6,11 @@ from component measurements only (components.md; the points and their sources ar
 
 What is fitted, and to what (every fit goes through simtrain's own cost functions, ``model.py``):
 
-* matmul: ``peak_fraction`` = MAMF best shape / dense peak ([MLE-ACC], §1a); ``half_flops`` by least
-  squares on log error over the square sweep (§1b) and the fitted §1c shapes, the model's
-  ``compute_seconds`` (curve × ``alignment_factor``) against the measured TFLOP/s. conv = matmul
+* matmul: ``peak_fraction`` and ``half_flops`` jointly, by least squares on log error over the square
+  sweep (§1b), the fitted §1c shapes and the other §1a shapes, the model's ``compute_seconds`` (curve
+  × ``alignment_factor``) against the measured TFLOP/s; the ceiling bounded above by the MAMF best
+  shape / dense peak ([MLE-ACC], §1a), which is a maximum over thousands of shapes and so not itself a
+  point to fit (a training step's GEMMs run at the typical large-shape rate, not the best one). conv = matmul
   ceiling × 0.70 / 0.83 (the GPU default's conv/matmul ratio, efficiency/gpu.yaml): no conv data.
 * attention_kernels: H100 fa3 / fa2 / cudnn by least squares on the §2a D=128 fwd (causal and
   non-causal) and bwd rows; triton from the Triton-tutorial forward [PTB-2391] (backward / causal
@@ -34,7 +36,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from scipy.optimize import brentq, least_squares, minimize_scalar
+from scipy.optimize import brentq, least_squares
 
 from simtrain.glossary import DType
 from simtrain.specs.efficiency import AttentionKernel, Efficiency
@@ -68,18 +70,18 @@ def _with_matmul(eff: Efficiency, peak_fraction: float, half_flops: float) -> Ef
 
 
 def fit_matmul(device_name: str, eff: Efficiency, data_device: str) -> tuple[float, float]:
-    """(peak_fraction, half_flops): MAMF / peak, then half_flops by 1-D least squares on log error."""
+    """(peak_fraction, half_flops) by 2-D least squares on log error, the ceiling at most MAMF / peak."""
     dev = model.device(device_name)
     best = mamf_point(data_device)
-    ceiling = best.tflops * 1e12 / dev.peak(DType(best.dtype))
-    points = [p for p in data.GEMM if p.device == data_device and p.fit]
+    mamf = best.tflops * 1e12 / dev.peak(DType(best.dtype))
+    points = [p for p in data.GEMM if p.device == data_device and p.fit and p is not best]
 
-    def loss(log_half: float) -> float:
-        e = _with_matmul(eff, ceiling, 10.0 ** log_half)
-        return sum(math.log(model.gemm_tflops(p, dev, e) / p.tflops) ** 2 for p in points)
+    def residuals(x) -> list[float]:
+        e = _with_matmul(eff, float(x[0]), 10.0 ** float(x[1]))
+        return [math.log(model.gemm_tflops(p, dev, e) / p.tflops) for p in points]
 
-    sol = minimize_scalar(loss, bounds=(6.0, 12.0), method="bounded", options={"xatol": 1e-4})
-    return ceiling, 10.0 ** sol.x
+    sol = least_squares(residuals, [min(0.8, mamf - 1e-3), 9.0], bounds=([0.3, 6.0], [mamf, 12.0]))
+    return float(sol.x[0]), 10.0 ** float(sol.x[1])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ def _sources(name: str) -> dict[str, tuple[str, str]]:
     link = ("[AZ-A100] + [MLE-NET] §4a sweeps >= 16 MiB" if a100 else
             "§4b ring rows [NT-212]" if name == _H100 else "§4b ring rows [MLE-NET]")
     return {
-        "matmul.peak_fraction": ("MAMF best shape / peak, [MLE-ACC] §1a" + u, "V" if own else "U"),
+        "matmul.peak_fraction": ("joint fit with half_flops over the GEMM points, at most the MAMF best shape / peak "
+                                 "[MLE-ACC] §1a" + u, "V" if own else "U"),
         "matmul.half_flops": (("[AZ-A100] §1b square sweep + §1c shapes" if a100 else
                                "[ZZC79] §1b bf16/fp16 sweep (U), [PYPTX], [MAG], [CHILLEE] §1a") + u,
                               ("V" if own else "U") if a100 else "U"),

@@ -26,9 +26,11 @@ _WHOSE = {
 }
 
 _GEMM = {
-    "a100": ("MAMF best shape 1024x10240x5120 bf16 271.2 TF / 312 [MLE-ACC] 1a (V)",
+    "a100": ("joint least squares with half_flops over the points below, bounded by the MAMF best shape "
+             "1024x10240x5120 bf16 271.2 TF / 312 = 0.869 [MLE-ACC] 1a (V)",
              "[AZ-A100] 1b fp16 square sweep 1024^3-16384^3 + 1c 6144x12288x12288 and 1024x2145x1024 (V)"),
-    "hopper": ("MAMF best shape 2048x2048x13312 bf16 794.5 TF / 989.4 [MLE-ACC] 1a (V)",
+    "hopper": ("joint least squares with half_flops over the points below, bounded by the MAMF best shape "
+               "2048x2048x13312 bf16 794.5 TF / 989.4 = 0.803 [MLE-ACC] 1a (V)",
                "[ZZC79] 1b bf16/fp16 torch.matmul sweep (U), [PYPTX] cuBLAS 4096^3 / 8192^3 (U), 1a "
                "[MAG] [CHILLEE] shapes (V2); fp8 [AZ-H100] not fitted (cuBLASLt fp8 ceiling ~70 %)"),
 }

@@ -298,6 +298,40 @@ def mape_by_stack(results: list[HeldoutResult], feasible_only: bool = False) -> 
     return {k: statistics.mean(groups[k]) for k in order if groups[k]}
 
 
+def _record(res: HeldoutResult) -> st.RunRecord:
+    run = res.run
+    return st.RunRecord(model=st.load_model(run.model), cluster=cluster_of(run), config=config_of(run),
+                        step_time_s=res.published_step_s, name=run.name)
+
+
+def _family(run: HeldoutRun) -> str:
+    return cluster_of(run).device.name.split("-")[0]
+
+
+def one_shot_groups(results: list[HeldoutResult]) -> dict[str, list[tuple[str, float, list[float]]]]:
+    """The calibrate-on-your-own-run workflow, evaluated: within each (stack, GPU family) with two or
+    more rows predicted feasible, ``st.calibrate_runs`` on each row alone (one factor), the other
+    rows of the group predicted. {group: [(trained on, factor, errors of the others)]}. Nothing
+    learned here is kept anywhere: each fit is thrown away after predicting its group."""
+    groups: dict[str, list[HeldoutResult]] = defaultdict(list)
+    for res in results:
+        if res.feasible:
+            groups[f"{res.run.stack} on {_family(res.run)}"].append(res)
+    out = {}
+    for name, rows in sorted(groups.items()):
+        if len(rows) < 2:
+            continue
+        records = [_record(r) for r in rows]
+        entries = []
+        for i, rec in enumerate(records):
+            cal = st.calibrate_runs([rec])
+            errs = [st.estimate(o.model, cal.apply(o.cluster), o.config).step_time_s / o.step_time_s - 1.0
+                    for j, o in enumerate(records) if j != i]
+            entries.append((rec.name, cal.factors.get("compute", 1.0), errs))
+        out[name] = entries
+    return out
+
+
 def _row_line(res: HeldoutResult) -> str:
     feas = "yes" if res.feasible else "NO"
     return (f"{res.run.name:<36} {res.run.stack:<13} {res.run.metric:<13} {res.published_metric:>9.2f} "
@@ -325,6 +359,12 @@ def main() -> None:
     if feasible:
         print(f"feasible rows only: overall {100 * feasible['overall']:.1f}% "
               f"({sum(r.feasible for r in results)}/{len(results)} rows)")
+    print("\none-shot within a stack and GPU family (calibrate on one row, predict the others):")
+    for group, entries in one_shot_groups(results).items():
+        errs = [abs(e) for _, _, es in entries for e in es]
+        print(f"  {group:<26} rows {len(entries)}  factor {min(f for _, f, _ in entries):.2f}-"
+              f"{max(f for _, f, _ in entries):.2f}  MAPE {100 * statistics.mean(errs):.1f}%  "
+              f"worst {100 * max(errs):.1f}%")
 
 
 if __name__ == "__main__":
