@@ -47,7 +47,9 @@ def scaled_efficiency(eff: Efficiency, factors: dict[str, float], source: str = 
     if k != 1.0:
         update.update(_scaled_compute(eff, k))
     if factors.get("communication", 1.0) != 1.0:
-        update["link_bandwidth_fraction"] = _clip(eff.link_bandwidth_fraction * factors["communication"])
+        k = factors["communication"]
+        update["link_bandwidth_fraction"] = _clip(eff.link_bandwidth_fraction * k)
+        update["link_fractions"] = {name: _clip(v * k) for name, v in eff.link_fractions.items()}
     if factors.get("memory", 1.0) != 1.0:
         update["memory_bandwidth_fraction"] = _clip(eff.memory_bandwidth_fraction * factors["memory"])
     if factors.get("launch", 1.0) != 1.0:

@@ -281,16 +281,23 @@ def collective_time(kind: str | CollectiveKind, message_bytes: float, topology: 
     cands = None if candidates is None else tuple(_word(c, "candidates", ALGORITHMS) for c in candidates)
     f, scale = topology.bandwidth_fraction, topology.latency_scale
     base, overhead = topology.base_latency_s, topology.step_overhead_s
+    fs: float | tuple[float, ...] = f
     if efficiency is not None:
         f, scale = efficiency.link_bandwidth_fraction, efficiency.link_latency_scale
+        ramp = 1.0
         if efficiency.link_half_bytes and size > 0:
             # NCCL's ramp to its large-message bus bandwidth: it moves a collective as chunks of
             # S / n per rank and step, and a small chunk does not fill the link (protocol, channels)
             chunk = size / max(1, topology.ranks) if kind in _CHUNKED else size
-            f = f * chunk / (chunk + efficiency.link_half_bytes)
+            ramp = chunk / (chunk + efficiency.link_half_bytes)
+        fs = f * ramp
+        per_link = efficiency.link_fractions
+        if per_link and any(d.tier in per_link for d in topology.dims):
+            # a link with its own measured fraction (e.g. the inter-node network, components.md §4c)
+            fs = tuple(per_link.get(d.tier, f) * ramp for d in topology.dims)
         base = efficiency.extra.get("collective_base_latency_s", base)
         overhead = efficiency.extra.get("collective_step_overhead_s", overhead)
-    return _cached(kind, size, topology, alg, cands, f, scale, base, overhead)
+    return _cached(kind, size, topology, alg, cands, fs, scale, base, overhead)
 
 
 @lru_cache(maxsize=16384)
@@ -321,12 +328,15 @@ _NO_BYTES: Mapping[str, float] = MappingProxyType({})
 
 
 @lru_cache(maxsize=1024)
-def _view(t: LogicalTopology, f: float, scale: float, overhead: float) -> _alg.View:
-    """Drop size-1 dimensions and apply the efficiency: B × f, α × scale + per-step overhead."""
-    dims = [d for d in t.dims if d.size > 1]
-    return _alg.View(tuple(d.size for d in dims), tuple(d.bandwidth_bytes_per_s * f for d in dims),
-                     tuple(d.ring_bandwidth_bytes_per_s * f for d in dims),
-                     tuple(d.pair_bandwidth_bytes_per_s * f for d in dims),
+def _view(t: LogicalTopology, f: float | tuple[float, ...], scale: float, overhead: float) -> _alg.View:
+    """Drop size-1 dimensions and apply the efficiency: B × f (one f, or one per dimension of ``t``),
+    α × scale + per-step overhead."""
+    fs = f if isinstance(f, tuple) else (f,) * len(t.dims)
+    kept = [(d, fd) for d, fd in zip(t.dims, fs, strict=True) if d.size > 1]
+    dims = [d for d, _ in kept]
+    return _alg.View(tuple(d.size for d in dims), tuple(d.bandwidth_bytes_per_s * fd for d, fd in kept),
+                     tuple(d.ring_bandwidth_bytes_per_s * fd for d, fd in kept),
+                     tuple(d.pair_bandwidth_bytes_per_s * fd for d, fd in kept),
                      tuple(d.latency_s * scale + overhead for d in dims), tuple(d.kind for d in dims),
                      tuple(d.wraparound for d in dims), tuple(d.in_network_reduction for d in dims))
 

@@ -68,6 +68,10 @@ class Efficiency(Spec):
     bytes over n ranks moves chunks of S/n, so its bandwidth is scaled by ``c / (c + link_half_bytes)``
     with c = S/n (c = S for sends and broadcasts): the same ramp costs a 2-rank group less than an
     8-rank one at one message size."""
+    link_fractions: dict[str, Fraction] = Field(default_factory=dict)
+    """Achieved fraction of the per-direction rate on particular links, by link library name
+    (e.g. ``ib-hdr``: NCCL reaches 96 % of the NICs' rate across nodes, components.md §4c, against
+    ≈ 75 % of NVLink inside an A100 node); links not named use ``link_bandwidth_fraction``."""
     sustained_clock_fraction: Fraction = 1.0
     """Sustained clock under a training load over the clock the datasheet peak assumes (power and
     thermal limits, components.md §8); scales every compute peak."""

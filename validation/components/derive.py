@@ -251,6 +251,14 @@ def _compute(matmul: tuple[float, float], attention: float) -> dict:
             **{c: dict(VECTOR) for c in ("elementwise", "norm", "reduction", "embedding", "memory")}}
 
 
+NETWORK_FRACTIONS = {
+    "a100": {"ib-hdr": 0.96},   # DGX-A100, 8x HDR: all-reduce busbw 192 GB/s = 96 % of 8 x 25 GB/s [NC-812] 4c (V)
+    "hopper": {"ib-ndr": 0.94},  # H100, NDR 400G: 46-48 GB/s per NIC of 50 with NCCL_ALGO=RING, 2 nodes [NT-290] 4c (V)
+}
+"""Achieved fraction of the NIC rate across nodes (components.md §4c), per network link: NCCL's
+inter-node rings run much closer to the wire rate than its NVLink rings (A100 NVSwitch ≈ 75 %)."""
+
+
 def derive(device_name: str, kernels: dict[str, AttentionKernel]) -> Efficiency:
     """The component-derived profile of ``device_name`` given its attention kernel families."""
     src = data.DATA_DEVICE[device_name]
@@ -264,6 +272,7 @@ def derive(device_name: str, kernels: dict[str, AttentionKernel]) -> Efficiency:
         "memory_bandwidth_fraction": _round(memory), "memory_half_bytes": MEMORY_HALF_BYTES,
         "launch_overhead_s": LAUNCH_OVERHEAD_S, "link_bandwidth_fraction": _round(f),
         "link_latency_scale": _round(scale), "link_half_bytes": _round(half), "sustained_clock_fraction": 1.0,
+        "link_fractions": NETWORK_FRACTIONS["a100" if device_name.startswith("a100") else "hopper"],
         "attention_kernels": {k: v.model_dump() for k, v in kernels.items()},
         "source": f"components: validation/components/derive.py on components.md data of {src}"})
 

@@ -98,6 +98,9 @@ def _rest(device_name: str, eff: Efficiency, fam: str) -> list[str]:
              f"  link_latency_scale: {_g(eff.link_latency_scale)}  # not fitted: degenerate with link_half_bytes at one group size (both add a time per ring step); "
              "per-step latency = link spec's NCCL-TUNE value",
              f"  link_half_bytes: {_g(eff.link_half_bytes)}  # {_HALF[link_key]}",
+             f"  link_fractions: {{{', '.join(f'{k}: {_g(v)}' for k, v in eff.link_fractions.items())}}}  # "
+             + ("all-reduce busbw 192 GB/s of 8 x 25, DGX-A100 8x HDR [NC-812] 4c (V)" if fam == "a100" else
+                "46-48 GB/s per NDR NIC of 50 (NCCL_ALGO=RING, 2 nodes) [NT-290] 4c (V)"),
              f"  sustained_clock_fraction: {_g(eff.sustained_clock_fraction)}  # the component ceilings already ran at the "
              "benchmark's clock; 8's figures are U",
              "  attention_kernels:  # fraction of dense bf16 peak on executed FLOPs (fwd 4BS^2HD, /2 causal; bwd 2.5x fwd)"]
