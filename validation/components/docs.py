@@ -39,6 +39,8 @@ def _sources(name: str) -> dict[str, tuple[str, str]]:
         "link_half_bytes": (("ramp of the §4a sweeps" if a100 else "shape of the §4a NVLS sweep (ramp taken for ring)") + u,
                             "V" if own and a100 else "U"),
         "sustained_clock_fraction": ("1.0: ceilings measured at the benchmark's clock; §8 figures U, not applied", "—"),
+        "link_fractions": (("DGX-A100 8× HDR all-reduce 192 of 200 GB/s [NC-812] §4c" if a100 else
+                            "NDR ring 46–48 of 50 GB/s per NIC [NT-290] §4c"), "V"),
     }
 
 
@@ -50,7 +52,8 @@ def number_table(name: str, eff) -> list[str]:
               "vector classes": "0.5 (half_flops 0)", "memory_bandwidth_fraction": eff.memory_bandwidth_fraction,
               "memory_half_bytes": f"{eff.memory_half_bytes:.3g}", "launch_overhead_s": f"{eff.launch_overhead_s:.3g}",
               "link_bandwidth_fraction": eff.link_bandwidth_fraction, "link_latency_scale": eff.link_latency_scale,
-              "link_half_bytes": f"{eff.link_half_bytes:.3g}", "sustained_clock_fraction": eff.sustained_clock_fraction}
+              "link_half_bytes": f"{eff.link_half_bytes:.3g}", "sustained_clock_fraction": eff.sustained_clock_fraction,
+              "link_fractions": ", ".join(f"{k} {v}" for k, v in eff.link_fractions.items())}
     lines = ["| number | value | source | mark |", "|---|---|---|---|"]
     lines += [f"| `{k}` | {v} | {src[k][0]} | {src[k][1]} |" for k, v in values.items()]
     for kname, k in eff.attention_kernels.items():
