@@ -28,11 +28,14 @@ __all__ = ["STACK", "megatron_records", "korthikanti_records", "zero_shot", "one
 ONE_SHOT_MAX, ONE_SHOT_MAPE = 0.08, 0.05
 
 
-def megatron_records(stack: str = STACK) -> list[st.RunRecord]:
-    """Table 1 as runs: step time = the paper's FLOPs per iteration / (TFLOP/s per GPU × GPUs)."""
+def megatron_records(stack: str = STACK, micro_batch: int = 1) -> list[st.RunRecord]:
+    """Table 1 as runs: step time = the paper's FLOPs per iteration / (TFLOP/s per GPU × GPUs).
+    ``micro_batch``: the table does not print it; 1 is the assumption of record (cases.py)."""
     out = []
     for row in MEGATRON_TABLE1:
         cfg = megatron_config(row) if stack == STACK else megatron_config(row).model_copy(update={"stack": stack})
+        if micro_batch != 1:
+            cfg = cfg.model_copy(update={"micro_batch_size": micro_batch})
         step_s = megatron_flops_per_step(row) / (row.tflops_per_gpu * 1e12 * row.gpus)
         out.append(st.RunRecord(model=st.load_model(row.model), cluster=_cluster(row.gpus), config=cfg,
                                 step_time_s=step_s, name=f"T1 {row.params_b}B"))
@@ -132,6 +135,16 @@ def main() -> None:
     _print_zero("Korthikanti 2022 Table 5", t5)
     _print_one("Narayanan 2021 Table 1", t1)
     _print_one("Korthikanti 2022 Table 5", t5)
+    print("\nsensitivity (not the result of record): Table 1 does not print its micro-batch size; with 2")
+    print("for every row instead of 1 (larger TP messages, half as many micro-batches per pipeline):")
+    t1b = megatron_records(micro_batch=2)
+    errs2 = zero_shot(t1b)
+    print("  zero-shot " + " ".join(f"{_pct(e)}" for e in errs2)
+          + f"  MAPE {100 * statistics.mean(abs(e) for e in errs2):.1f}%")
+    runs2 = one_shot(t1b)
+    print(f"  one-shot target met for {sum(o.meets_target for o in runs2)} of {len(runs2)}; median MAPE "
+          f"{100 * statistics.median(o.mape for o in runs2):.1f}%, median worst "
+          f"{100 * statistics.median(o.worst for o in runs2):.1f}%")
     cal, errs = extrapolate(t1)
     print("\nextrapolation: fit on Table 1 rows ≤ 39.1B, predict 76.1B–1T")
     print("  " + ", ".join(f"{k} {v:.3f} ± {100 * cal.uncertainty[k]:.1f}%" for k, v in cal.factors.items()))
