@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-__all__ = ["SimtrainError", "SpecError", "SpecIssue", "MissingRuleError"]
+import re
+
+__all__ = ["SimtrainError", "SpecError", "SpecIssue", "MissingRuleError", "clip_quoted", "QUOTE_CHARS"]
+
+#: the longest quoted piece of input a message keeps whole; longer ones are cut (see clip_quoted)
+QUOTE_CHARS = 40
+_LONG_QUOTED = re.compile(rf"(?<![\w'\"])(?:'([^'\n]{{{QUOTE_CHARS + 1},}})'|\"([^\"\n]{{{QUOTE_CHARS + 1},}})\")(?!\w)")
+
+
+def clip_quoted(message: str) -> str:
+    """``message`` with every quoted part longer than :data:`QUOTE_CHARS` cut short: a reason may
+    quote a piece of the offending input, never a long run of a file's content."""
+    def cut(m: re.Match) -> str:
+        text = m.group(1) if m.group(1) is not None else m.group(2)
+        return repr(text[:QUOTE_CHARS - 3]) + "…"
+    return _LONG_QUOTED.sub(cut, message)
 
 
 class SimtrainError(Exception):
@@ -10,19 +25,22 @@ class SimtrainError(Exception):
 
 
 class SpecIssue:
-    """One problem in one input: where (file, dotted field path) and what is wrong."""
+    """One problem in one input: where (file, dotted field path, and the line when the file's parser
+    gave one) and what is wrong. Reasons quote an offending value only clipped (a short ``repr``)."""
 
-    __slots__ = ("file", "field", "reason")
+    __slots__ = ("file", "field", "reason", "line")
 
-    def __init__(self, file: str | None, field: str, reason: str) -> None:
-        self.file, self.field, self.reason = file, field, reason
+    def __init__(self, file: str | None, field: str, reason: str, line: int | None = None) -> None:
+        self.file, self.field, self.reason, self.line = file, field, clip_quoted(str(reason)), line
 
     def __str__(self) -> str:
         where = f"{self.file}: " if self.file else ""
-        return f"{where}{self.field or '<document>'}: {self.reason}"
+        at = f" (line {self.line})" if self.line else ""
+        return f"{where}{self.field or '<document>'}: {self.reason}{at}"
 
     def __repr__(self) -> str:
-        return f"SpecIssue({self.file!r}, {self.field!r}, {self.reason!r})"
+        line = f", line={self.line!r}" if self.line else ""
+        return f"SpecIssue({self.file!r}, {self.field!r}, {self.reason!r}{line})"
 
 
 class SpecError(SimtrainError, ValueError):

@@ -1,9 +1,13 @@
 """The analytical path: Model × Cluster × TrainConfig → StepReport, in closed form.
 
-    step = pipeline(stage micro-batch times) + exposed dp sync + optimizer + data stall
+    step = max over pipeline ranks r of (exposed parameter gather before r's first forward
+                                         + r's pipeline work and waits, to its last backward
+                                         + r's exposed gradient sync + r's optimizer step)
+           (+ data stall)
 
 The per-stage work comes from the sharded per-rank program (parallel/program.py), the pipeline
-composition from parallel/schedule.py, memory from cost/memory.py. Never raises for an infeasible
+composition from parallel/schedule.py (the schedule the simulator runs, evaluated exactly), memory
+from cost/memory.py. Never raises for an infeasible
 layout: the report comes back with ``feasible=False`` and the reasons.
 """
 
@@ -19,7 +23,7 @@ from simtrain.parallel.memory_plan import stage_memories
 from simtrain.parallel.model_index import model_index
 from simtrain.parallel.partition import partition_blocks
 from simtrain.parallel.program import Layout, RankProgram, _OpCoster, stage_program
-from simtrain.parallel.schedule import pipeline_time_s
+from simtrain.parallel.schedule import pipeline_finish_s
 from simtrain.report.explain import bottleneck_of, comm_reports, top_ops
 from simtrain.report.step_report import StepReport
 from simtrain.specs.hardware import Cluster
@@ -100,22 +104,28 @@ def estimate(model: Model, cluster: Cluster, cfg: TrainConfig, *, comm=None) -> 
 
 
 def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgram,
-            engine: str = "estimate", pipeline_s: float | None = None) -> StepReport:
-    """StepReport from a program; ``pipeline_s`` lets the simulator pass its own measured makespan."""
+            engine: str = "estimate", finish_s: tuple[float, ...] | None = None) -> StepReport:
+    """StepReport from a program; ``finish_s`` (when each pipeline rank ends its last backward) lets
+    the simulator pass its own; the estimate evaluates the same schedule (parallel/schedule.py).
+
+    Each rank's step: its overlapped parameter gathers, its pipeline work, then its exposed
+    gradient sync and its optimizer step; the step ends with the last rank (whose numbers make the
+    breakdown)."""
     lay, stages = program.layout, program.stages
-    m = lay.micro_batches
-    crit = max(stages, key=lambda st: st.microbatch_s)
-    if pipeline_s is None:
-        pipeline_s = pipeline_time_s([st.microbatch_s for st in stages], m, cfg.pipeline_schedule, lay.v)
-    dp_exposed = max(sum(t.exposed_s for t in st.step_comm) for st in stages)
-    optimizer_s = max(st.optimizer_s for st in stages)
-    busy_s = pipeline_s + dp_exposed + optimizer_s
+    m, v = lay.micro_batches, lay.v
+    if finish_s is None:
+        finish_s = pipeline_finish_s([st.forward_s / v for st in stages], [st.backward_s / v for st in stages], m,
+                                     cfg.pipeline_schedule, v, [st.sync_before_s for st in stages])
+    ends = [f + st.sync_after_s + st.optimizer_s for f, st in zip(finish_s, stages, strict=True)]
+    last = max(range(len(stages)), key=ends.__getitem__)
+    ender, slowest = stages[last], max(stages, key=lambda st: st.microbatch_s)
+    busy_s = ends[last]
     data = pipeline_times(cfg.data, cfg.global_batch_size / lay.dp, busy_s, cluster.node)
     breakdown = {
-        "compute": m * (crit.fw_s + crit.bw_s), "recompute": m * crit.recompute_s,
-        "comm_exposed": m * crit.exposed_comm_s() + dp_exposed,
-        "pipeline_bubble": max(0.0, pipeline_s - m * crit.microbatch_s),
-        "data_stall": data.stall_s, "optimizer": optimizer_s,
+        "compute": m * (ender.fw_s + ender.bw_s), "recompute": m * ender.recompute_s,
+        "comm_exposed": m * ender.exposed_comm_s() + ender.sync_before_s + ender.sync_after_s,
+        "pipeline_bubble": max(0.0, finish_s[last] - (ender.sync_before_s + m * ender.microbatch_s)),
+        "data_stall": data.stall_s, "optimizer": ender.optimizer_s,
     }
     step_s = data.iteration_s
     memories = stage_memories(model, cluster, cfg, program)
@@ -130,13 +140,13 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
         global_batch_size=cfg.global_batch_size, tokens_per_sample=model.tokens_per_sample,
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, peak_flops_per_s=peak,
         time_breakdown_s=breakdown, memory=peak_mem, bottleneck="", bottleneck_reason="",
-        top_ops=top_ops(crit, m), comm=comm_reports(stages, m), layout=lay.as_dict(),
+        top_ops=top_ops(slowest, m), comm=comm_reports(stages, m), layout=lay.as_dict(),
         device_name=cluster.device.name,
         price_per_device_hour=_value(cluster.device.price_per_hour), tdp_w=_value(cluster.device.tdp_w),
         idle_power_w=_value(cluster.device.idle_power_w),
-        eval_time_per_step_s=_eval_per_step(cfg, crit, lay), attention_flops=cfg.attention_flops, engine=engine,
+        eval_time_per_step_s=_eval_per_step(cfg, slowest, lay), attention_flops=cfg.attention_flops, engine=engine,
         stack=stack_of(cfg).name)
-    name, why = bottleneck_of(report, crit, data)
+    name, why = bottleneck_of(report, ender, data)
     object.__setattr__(report, "bottleneck", name)
     object.__setattr__(report, "bottleneck_reason", why)
     from simtrain.report.sanity import model_class_of, sanity_warnings

@@ -9,7 +9,12 @@
 #      attention, copies, h2d/d2h, NCCL collectives where 2+ GPUs exist), st.calibrate, then the zoo
 #      at its standard sizes (fp32, true fp32: TF32 off), FLOPs, saved bytes and peak memory versus
 #      torch.cuda.max_memory_allocated; the DataLoader cases run on the host CPU. DDP is not run on
-#      CUDA (needs two GPUs for NCCL).
+#      CUDA (needs two GPUs for NCCL);
+#   3. python -m validation.components.gpu_check --out OUT_DIR  — GEMM (bf16, fp8), fused attention
+#      (SDPA flash and cuDNN), HBM and NCCL all-reduce microbenchmarks against the shipped device
+#      profile of this GPU (hardware_specs/devices/*.yaml), ~2 min on one H200; writes
+#      OUT_DIR/components-<gpu>.{json,md}. Set GPU_CHECK_ARGS="--quick" for a first try.
+# Steps 2 and 3 both run even when one fails; the script exits non-zero if either did.
 # Writes OUT_DIR/<gpu>.{json,md,png} (<gpu> = a slug of the GPU name, e.g. nvidia-h200) and the
 # measurements it calibrated from, OUT_DIR/measurements-cuda-full-t<threads>.json (reused on a rerun).
 # Set VALIDATION_ARGS for more options (e.g. VALIDATION_ARGS="--models gpt,resnet18 --repeats 10").
@@ -30,5 +35,11 @@ PY
 export PYTHONUNBUFFERED=1
 # true fp32 matmuls and convolutions, so the prediction's precision="fp32" is what runs
 export NVIDIA_TF32_OVERRIDE=0
+status=0
 # shellcheck disable=SC2086
-"$PY" -m validation --device cuda --out "$OUT" ${VALIDATION_ARGS:-}
+"$PY" -m validation --device cuda --out "$OUT" ${VALIDATION_ARGS:-} || { rc=$?; status=$rc
+    echo "run_gpu.sh: the validation suite failed (exit $rc); running the component check anyway" >&2; }
+# shellcheck disable=SC2086
+env -u NVIDIA_TF32_OVERRIDE "$PY" -m validation.components.gpu_check --out "$OUT" ${GPU_CHECK_ARGS:-} || { rc=$?; status=$((status ? status : rc))
+    echo "run_gpu.sh: the component check failed (exit $rc)" >&2; }
+exit "$status"

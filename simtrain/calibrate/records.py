@@ -196,12 +196,10 @@ class Measurements:
         path = Path(path)
         if path.suffix == ".parquet":
             return _load_parquet(path)
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise SpecError.one(str(path), "", "file not found") from None
-        except json.JSONDecodeError as err:
-            raise SpecError.one(str(path), "", f"broken JSON: {err}") from None
+        from simtrain.specs.reading import read_json_file
+        doc = read_json_file(path, limit=64 * 2**20, what="measurements")  # regular file, capped, checked JSON
+        if not isinstance(doc, dict):
+            raise SpecError.one(str(path), "", "not a measurements file: expected a JSON object")
         return cls.from_dict(doc, str(path))
 
     def to_dataframe(self):

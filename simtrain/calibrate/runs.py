@@ -135,21 +135,14 @@ class Calibration(Spec):
 
 def load_calibration(path: str | Path) -> Calibration:
     """Read a calibration written by ``Calibration.to_yaml`` (safe YAML, validated, size-capped)."""
-    import yaml
     from pydantic import ValidationError
 
     from simtrain.specs.base import spec_error_from_validation
+    from simtrain.specs.reading import read_yaml_file
     path = Path(path)
-    if not path.is_file():
-        raise SpecError.one(str(path), "", "not a regular file")
-    if path.stat().st_size > 4 * 2**20:
-        raise SpecError.one(str(path), "", "larger than 4 MiB: not a calibration file")
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError):
-        raise SpecError.one(str(path), "", "not valid YAML") from None
+    doc, _ = read_yaml_file(path, limit=4 * 2**20, what="calibration")  # regular file, capped, bounded YAML
     if not isinstance(doc, dict) or doc.pop("spec", None) != "calibration":
-        raise SpecError.one(str(path), "spec", "a calibration file starts with 'spec: calibration'")
+        raise SpecError.one(str(path), "spec", "not a calibration file: it starts with 'spec: calibration'")
     try:
         return Calibration.model_validate(doc)
     except ValidationError as err:

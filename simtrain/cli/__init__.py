@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 
+from simtrain import __version__
 from simtrain.errors import SimtrainError, SpecError
 
 __all__ = ["main", "build_parser"]
@@ -22,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="simtrain", description="Capacity planning for ML training: "
                                      "estimate / simulate step time, memory and cost before you spend a GPU-month.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"simtrain {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:

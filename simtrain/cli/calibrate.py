@@ -9,10 +9,11 @@ measures and saves them there. The profile is a device spec: ``st.load_device("p
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
+
+from simtrain.cli._json import dumps
 
 __all__ = ["register", "run"]
 
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"profile: {args.out}  device {cal.device.name}  key {cal.key[:16]}")
     if args.residuals is not None:
         args.residuals.parent.mkdir(parents=True, exist_ok=True)
-        args.residuals.write_text(json.dumps([r.to_dict() for r in cal.residuals], indent=1) + "\n")
+        args.residuals.write_text(dumps([r.to_dict() for r in cal.residuals], indent=1) + "\n")
         print(f"residuals: {args.residuals}")
     print("residuals (predicted vs measured):")
     for line in cal.summary():

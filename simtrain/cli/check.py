@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from simtrain.errors import SpecError, SpecIssue
-from simtrain.specs.library import load_cluster, read_spec_document, validate_document
+from simtrain.specs.library import load_cluster, read_spec_document, resolve_reference, validate_document
 from simtrain.specs.train import layout_problems
 
 __all__ = ["register", "run", "check_file", "MODEL_CHECKS_SKIPPED"]
@@ -101,12 +101,9 @@ def _load_job_model(name: str, file: str):
 
 
 def _resolve(value: str, file: str) -> str:
-    """A path in a job is relative to the working directory, else to the job file's folder."""
-    looks_like_path = value.endswith((".yaml", ".yml", ".json")) or "/" in value
-    if not looks_like_path or os.path.isabs(value) or os.path.exists(value):
-        return value
-    beside = Path(file).parent / value
-    return str(beside) if beside.exists() else value
+    """A path in a job is relative to the job file and may not leave its folder (no absolute paths,
+    no ``..``, no symlink out: :func:`simtrain.specs.library.resolve_reference`)."""
+    return resolve_reference("job", value, file)
 
 
 def _prefixed(err: SpecError, file: str, field: str) -> SpecError:

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 
+from simtrain.cli._json import dumps
 from simtrain.specs.library import WORKLOADS_DIR
 
 __all__ = ["register", "run", "run_default", "load_job_inputs"]
@@ -58,14 +58,14 @@ def load_job_inputs(args):
     """(model, cluster, config, tokens) from a job file and/or flags."""
     from simtrain.errors import SpecError
     from simtrain.graph.library import load_model
-    from simtrain.specs.jobs import load_job
+    from simtrain.specs.jobs import job_path, job_reference, load_job
     from simtrain.specs.train import TrainConfig
     overrides = _overrides(args)
     if args.job:
-        job = load_job(args.job)
+        job, file = load_job(args.job), job_path(args.job)
         cfg_fields = {**job.config.model_dump(exclude_unset=True), **overrides}
-        model = load_model(args.model or job.model)
-        cluster = _cluster(args.hardware or job.cluster, args.nodes or job.nodes)
+        model = load_model(args.model or job_reference(file, "model", job.model))
+        cluster = _cluster(args.hardware or job_reference(file, "cluster", job.cluster), args.nodes or job.nodes)
         tokens = args.tokens or job.tokens
     else:
         if not args.model or not args.hardware:
@@ -84,7 +84,7 @@ def run(args) -> int:
     model, cluster, cfg, tokens = load_job_inputs(args)
     report = estimate(model, cluster, cfg)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, default=str))
+        print(dumps(report.to_dict()))
     else:
         print(render_report(report, tokens=tokens))
     return 0 if report.feasible else 1

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
+from simtrain.cli._json import dumps
 from simtrain.cli.estimate import add_job_arguments, load_job_inputs
 
 __all__ = ["register", "run"]
@@ -23,5 +22,5 @@ def run(args) -> int:
     report = simulate(model, cluster, cfg)
     if args.trace and getattr(report, "timeline", None) is not None:
         report.timeline.to_chrome_trace(args.trace)
-    print(json.dumps(report.to_dict(), indent=2, default=str) if args.json else render_report(report, tokens=tokens))
+    print(dumps(report.to_dict()) if args.json else render_report(report, tokens=tokens))
     return 0 if report.feasible else 1

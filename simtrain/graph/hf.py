@@ -16,7 +16,6 @@ hidden / attention probabilities.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from simtrain.graph.builders import build_model
 from simtrain.graph.model import Model
 from simtrain.graph.spec import ModelSpec
 from simtrain.specs.base import spec_error_from_validation
+from simtrain.specs.reading import clip, read_json_file
 
 __all__ = ["from_hf_config", "hf_config_to_spec", "SUPPORTED_MODEL_TYPES"]
 
@@ -101,39 +101,39 @@ def _common(c: _Cfg) -> dict:
 def _gpt2(c: _Cfg) -> dict:
     return {**_common(c), "ffn_hidden": c.get("ffn", None), "max_positions": c.get("positions"),
             "activation": c.activation(False), "norm": "layernorm", "position": "learned",
-            "tied_embeddings": bool(c.raw("tie_word_embeddings", True)), "biases": True,
-            "dropout": float(c.raw("resid_pdrop", 0.0)), "attention_dropout": float(c.raw("attn_pdrop", 0.0))}
+            "tied_embeddings": c.raw("tie_word_embeddings", True), "biases": True,
+            "dropout": c.raw("resid_pdrop", 0.0), "attention_dropout": c.raw("attn_pdrop", 0.0)}
 
 
 def _neox(c: _Cfg) -> dict:
     return {**_common(c), "ffn_hidden": c.get("ffn"), "activation": c.activation(False), "norm": "layernorm",
-            "position": "rotary", "rotary_fraction": float(c.raw("rotary_pct", 0.25)),
-            "parallel_residual": bool(c.raw("use_parallel_residual", True)),
-            "tied_embeddings": bool(c.raw("tie_word_embeddings", False)), "biases": True,
-            "dropout": float(c.raw("hidden_dropout", 0.0)), "attention_dropout": float(c.raw("attention_dropout", 0.0))}
+            "position": "rotary", "rotary_fraction": c.raw("rotary_pct", 0.25),
+            "parallel_residual": c.raw("use_parallel_residual", True),
+            "tied_embeddings": c.raw("tie_word_embeddings", False), "biases": True,
+            "dropout": c.raw("hidden_dropout", 0.0), "attention_dropout": c.raw("attention_dropout", 0.0)}
 
 
 def _llama_like(c: _Cfg, qkv_bias: bool | None = None) -> dict:
     out = {**_common(c), "kv_heads": c.get("kv_heads", None), "head_dim": c.raw("head_dim"),
            "ffn_hidden": c.get("ffn"), "activation": c.activation(True), "norm": "rmsnorm", "position": "rotary",
-           "tied_embeddings": bool(c.raw("tie_word_embeddings", False)), "biases": bool(c.raw("mlp_bias", False)),
-           "qkv_bias": bool(c.raw("attention_bias", False)) if qkv_bias is None else qkv_bias,
-           "attention_dropout": float(c.raw("attention_dropout", 0.0))}
+           "tied_embeddings": c.raw("tie_word_embeddings", False), "biases": c.raw("mlp_bias", False),
+           "qkv_bias": c.raw("attention_bias", False) if qkv_bias is None else qkv_bias,
+           "attention_dropout": c.raw("attention_dropout", 0.0)}
     experts = c.get("experts", None)
     if experts:
         ffn = c.raw("moe_intermediate_size") or out["ffn_hidden"]
         out.update(ffn_hidden=ffn, moe={"experts": experts, "top_k": c.get("top_k", 2),
-                                        "every": int(c.raw("decoder_sparse_step", 1))})
+                                        "every": c.raw("decoder_sparse_step", 1)})
     return out
 
 
 def _bert(c: _Cfg) -> dict:
     return {**_common(c), "ffn_hidden": c.get("ffn"), "max_positions": c.get("positions"),
             "activation": c.activation(False), "norm": "layernorm", "norm_position": "post", "position": "learned",
-            "tied_embeddings": bool(c.raw("tie_word_embeddings", True)), "biases": True,
-            "token_types": int(c.raw("type_vocab_size", 2)), "causal": False, "head": "mlm",
-            "dropout": float(c.raw("hidden_dropout_prob", 0.0)),
-            "attention_dropout": float(c.raw("attention_probs_dropout_prob", 0.0))}
+            "tied_embeddings": c.raw("tie_word_embeddings", True), "biases": True,
+            "token_types": c.raw("type_vocab_size", 2), "causal": False, "head": "mlm",
+            "dropout": c.raw("hidden_dropout_prob", 0.0),
+            "attention_dropout": c.raw("attention_probs_dropout_prob", 0.0)}
 
 
 _MAPPERS: dict[str, Callable[[_Cfg], dict]] = {
@@ -150,17 +150,15 @@ _ARCHITECTURES = {"GPT2LMHeadModel": "gpt2", "GPTNeoXForCausalLM": "gpt_neox", "
 def _read(path_or_dict: str | os.PathLike | dict) -> tuple[dict, str | None]:
     if isinstance(path_or_dict, dict):
         return path_or_dict, None
-    path = Path(path_or_dict)
-    if path.is_dir():
-        path = path / "config.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError.one(str(path), "", "file not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise SpecError.one(str(path), "", f"cannot read JSON: {err}") from None
+        path = Path(path_or_dict)
+        if path.is_dir():
+            path = path / "config.json"
+    except (TypeError, ValueError):
+        raise SpecError.one(None, "config", f"expected a config.json path or a dict, got {clip(path_or_dict)}") from None
+    data = read_json_file(path, what="Hugging Face config")  # regular file, size-capped, no duplicate keys
     if not isinstance(data, dict):
-        raise SpecError.one(str(path), "", "expected a JSON object")
+        raise SpecError.one(str(path), "", "not a Hugging Face config: expected a JSON object")
     return data, str(path)
 
 

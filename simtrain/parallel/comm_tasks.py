@@ -12,15 +12,27 @@ Per micro-batch (Megatron-LM, Shoeybi et al. 2019 §3; Korthikanti et al. 2022 �
   all-to-all of their outputs after, in forward, and the two gradients in backward (2 + 2; GShard,
   Lepikhin et al. 2020 §2.2; Megatron-core MoE token dispatcher). Each carries the rank's
   T·h·k elements (T tokens, h hidden, top-k), (ep − 1)/ep of which leave the rank.
-* pp: one send of the boundary activation forward and one of its gradient backward per chunk.
+* pp: one send of the boundary activation forward and one of its gradient backward per chunk (the
+  tail of the sender's task: blocking, as Megatron-LM's p2p exchange).
+* ZeRO-3 / FSDP: all-gather of the parameters before each layer's forward and backward, prefetched
+  one layer ahead, so the layer before hides it (per micro-batch: every forward and backward gathers).
+* weight streaming (wafer-scale): weights in for forward and backward, gradients out.
 
 Per step (data parallelism over dp × cp ranks):
-* ZeRO-0: all-reduce of the gradients in buckets overlapped with backward — exposed is what the
-  remaining backward cannot hide, never less than the last bucket;
+* ZeRO-0: all-reduce of the gradients in buckets overlapped with the last backward task — exposed is
+  what it cannot hide, never less than the last bucket;
 * ZeRO-1/2: reduce-scatter of the gradients (overlapped the same way) + all-gather of the updated
-  16-bit parameters after the optimizer (exposed);
-* ZeRO-3 / FSDP: + all-gather of the parameters before each layer's forward and backward, prefetched
-  one layer ahead, so compute hides it.
+  16-bit parameters, overlapped with the first forward (Megatron-Core --overlap-param-gather: exposed
+  before it, phase ``step-start``) or after the optimizer step (exposed);
+* ZeRO-3 / FSDP: the reduce-scatter, in what the parameter gathers leave of the link.
+
+Overlap is composed so that no hiding window is counted twice and a faster device, memory or link
+never lengthens a step: a phase's duration is built up in layers — its compute, then what the ops'
+own collectives leave exposed (ring attention behind its attention op, TP), then the FSDP gathers
+hidden behind that duration, then weight streaming behind all of it (its own link) — each layer
+max(window, comm)-like (window + max(0, comm − window)), so the duration only grows with every
+time it is made of. Per-step syncs hide behind whole tasks of the rank they follow or precede
+(the rank's last backward task, its first forward task), never behind compute counted elsewhere.
 """
 
 from __future__ import annotations
@@ -138,7 +150,8 @@ def _pp_tasks(last, cfg, lay, reg, comm, stage: int) -> list:
 def _stream_tasks(items, lay, reg, coster, fw_s: float, bw_s: float) -> list:
     """Weight streaming (Cerebras, hardware.md §7): each micro-batch streams the weights in for the
     forward and again for the backward, and the gradients out, over the system I/O (full duplex),
-    overlapped with the wafer's compute of the layers already there."""
+    overlapped with the wafer's work on the layers already there (``fw_s`` / ``bw_s``: the phase's
+    duration with everything else in it — its own link runs beside the fabric's collectives)."""
     from simtrain.parallel.program import CommTask
     store = coster.device.memory_external
     if store is None:
@@ -150,12 +163,48 @@ def _stream_tasks(items, lay, reg, coster, fw_s: float, bw_s: float) -> list:
             CommTask("stream", "weights-in+grads-out", "bw", max(w, g), max(w, g) / rate, 1, overlap_s=bw_s)]
 
 
+def _exposed(tasks, phases) -> float:
+    return sum(t.exposed_s for t in tasks if t.phase in phases)
+
+
 def microbatch_comm(items, cfg, lay, reg: Regime, comm, coster, stage: int, last_op: Op,
-                    fw_s: float = 0.0, bw_s: float = 0.0) -> tuple:
-    """``items``: (op, count, repeated, name) of the stage (model_index)."""
-    return tuple(_tp_tasks(items, cfg, lay, reg, comm) + _cp_tasks(items, lay, reg, comm, coster)
-                 + _ep_tasks(items, cfg, lay, reg, comm) + _pp_tasks(last_op, cfg, lay, reg, comm, stage)
-                 + _stream_tasks(items, lay, reg, coster, fw_s, bw_s))
+                    fw_s: float = 0.0, bw_s: float = 0.0, pm=None, layers: int = 1) -> tuple:
+    """``items``: (op, count, repeated, name) of the stage (model_index); ``fw_s`` / ``bw_s``: the
+    forward / backward (+ recompute) compute of one micro-batch; ``pm``: the stage's ParamMemory
+    (ZeRO-3 gathers its parameters, ``layers`` blocks of them)."""
+    local = (_tp_tasks(items, cfg, lay, reg, comm) + _cp_tasks(items, lay, reg, comm, coster)
+             + _ep_tasks(items, cfg, lay, reg, comm) + _pp_tasks(last_op, cfg, lay, reg, comm, stage))
+    back = ("bw", "recompute")
+    fw_d, bw_d = fw_s + _exposed(local, ("fw",)), bw_s + _exposed(local, back)
+    gathers = _fsdp_tasks(pm, cfg, lay, reg, comm, fw_d, bw_d, layers) if pm is not None else []
+    fw_d, bw_d = fw_d + _exposed(gathers, ("fw",)), bw_d + _exposed(gathers, back)
+    return tuple(local + gathers + _stream_tasks(items, lay, reg, coster, fw_d, bw_d))
+
+
+def _fsdp_tasks(pm, cfg, lay, reg: Regime, comm, fw_s: float, bw_s: float, layers: int) -> list:
+    """ZeRO-3 / FSDP: every forward and every backward (with its recomputation) of a micro-batch
+    gathers the stage's parameters layer by layer, prefetched ``fsdp_prefetch_layers`` ahead; each
+    layer's gather hides behind the previous layer's share of the phase (``fw_s`` / ``bw_s``: its
+    duration with the ops' own collectives)."""
+    from simtrain.parallel.program import CommTask
+    if cfg.zero_stage < 3 or lay.dp * lay.cp == 1 or pm.trainable_count == 0:
+        return []
+    stack = stack_of(cfg)
+    param_bytes = _gathered_bytes(pm, stack, reg)
+    layers = max(1, layers)
+    g = comm.dp_s("allgather", param_bytes / layers)
+    out = []
+    for phase, window in (("fw", fw_s), ("bw", bw_s)):
+        exposed = _prefetched_exposed_s(g, window / layers, layers, stack.fsdp_prefetch_layers)
+        out.append(CommTask("dp", "allgather", phase, param_bytes / layers, g, layers,
+                            overlap_s=g * layers - exposed, slowdown=stack.comm_compute_slowdown))
+    return out
+
+
+def _gathered_bytes(pm, stack, reg: Regime) -> float:
+    if stack.fp8_allgather and str(reg.precision) == "fp8":
+        return pm.params_count * 1.0  # gathered as fp8 (1 byte), cast once per step on the shard
+    return pm.params_count * reg.weight_bytes
 
 
 def _bucketed_exposed(total_s: float, bytes_: float, bucket_bytes: float, hide_s: float) -> float:
@@ -175,44 +224,31 @@ def _prefetched_exposed_s(gather_s: float, compute_s: float, layers: int, prefet
     return gather_s + (layers - 1) * max(0.0, gather_s - compute_s)
 
 
-def step_comm(pm, cfg, lay, reg: Regime, comm, fw_s: float, bw_s: float, layers: int = 1) -> tuple:
-    """Data-parallel sync of one step for this stage's ranks (``layers``: blocks on the stage, the
-    unit FSDP gathers)."""
+def step_comm(pm, cfg, lay, reg: Regime, comm, fw_task_s: float, bw_task_s: float, gather_s: float = 0.0) -> tuple:
+    """Data-parallel sync of one step for this stage's ranks. ``bw_task_s``: the rank's last
+    backward task (one chunk of the last micro-batch, everything in it), all that can hide the
+    gradient sync (earlier ones finished long ago) — less ``gather_s``, the time ZeRO-3's parameter
+    gathers hold the same link in that task; ``fw_task_s``: the rank's first forward task, behind
+    which the overlapped ZeRO-1/2 parameter all-gather runs (phase ``step-start``)."""
     from simtrain.parallel.program import CommTask
     group = lay.dp * lay.cp
     if group == 1 or pm.trainable_count == 0:
         return ()
-    stack = stack_of(cfg)
-    slow = stack.comm_compute_slowdown
+    slow = stack_of(cfg).comm_compute_slowdown
     grad_bytes = pm.trainable_count * reg.grad_bytes
-    # backward of the last micro-batch is all that can hide the sync (earlier ones finished long ago)
-    bw_last = bw_s
+    hide = max(0.0, bw_task_s - gather_s)
     out = []
-    if cfg.zero_stage == 0:
-        total = comm.dp_s("allreduce", grad_bytes)
-        exposed = _bucketed_exposed(total, grad_bytes, cfg.dp_bucket_bytes, bw_last) if cfg.dp_overlap else total
-        out.append(CommTask("dp", "allreduce", "step", grad_bytes, total, 1, overlap_s=total - exposed, slowdown=slow))
-        return tuple(out)
-    rs = comm.dp_s("reducescatter", grad_bytes)
-    exposed = _bucketed_exposed(rs, grad_bytes, cfg.dp_bucket_bytes, bw_last) if cfg.dp_overlap else rs
-    out.append(CommTask("dp", "reducescatter", "step", grad_bytes, rs, 1, overlap_s=rs - exposed, slowdown=slow))
-    param_bytes = pm.params_count * reg.weight_bytes
-    if cfg.zero_stage < 3:
+    kind = "allreduce" if cfg.zero_stage == 0 else "reducescatter"
+    total = comm.dp_s(kind, grad_bytes)
+    exposed = _bucketed_exposed(total, grad_bytes, cfg.dp_bucket_bytes, hide) if cfg.dp_overlap else total
+    out.append(CommTask("dp", kind, "step", grad_bytes, total, 1, overlap_s=total - exposed, slowdown=slow))
+    if 1 <= cfg.zero_stage < 3:
+        param_bytes = pm.params_count * reg.weight_bytes
         ag = comm.dp_s("allgather", param_bytes)
-        # Megatron-Core --overlap-param-gather: bucketed gathers hidden behind the next forward
-        exposed = _bucketed_exposed(ag, param_bytes, cfg.dp_bucket_bytes, fw_s) if cfg.dp_overlap else ag
-        out.append(CommTask("dp", "allgather", "step", param_bytes, ag, 1, overlap_s=ag - exposed, slowdown=slow))
-    else:
-        # gathered layer by layer before forward and again before backward of every micro-batch
-        if stack.fp8_allgather and str(reg.precision) == "fp8":
-            param_bytes = pm.params_count * 1.0  # gathered as fp8 (1 byte), cast once per step on the shard
-        layers = max(1, layers)
-        g = comm.dp_s("allgather", param_bytes / layers)
-        m = lay.micro_batches
-        k = stack.fsdp_prefetch_layers
-        exposed = m * (_prefetched_exposed_s(g, fw_s / layers, layers, k)
-                       + _prefetched_exposed_s(g, bw_s / layers, layers, k))
-        total = g * 2 * m * layers
-        out.append(CommTask("dp", "allgather", "step", param_bytes / layers, g, 2 * m * layers,
-                            overlap_s=total - exposed, slowdown=slow))
+        if cfg.dp_overlap:  # Megatron-Core --overlap-param-gather: bucketed gathers hidden behind the next forward
+            exposed = _bucketed_exposed(ag, param_bytes, cfg.dp_bucket_bytes, fw_task_s)
+            out.append(CommTask("dp", "allgather", "step-start", param_bytes, ag, 1, overlap_s=ag - exposed,
+                                slowdown=slow))
+        else:
+            out.append(CommTask("dp", "allgather", "step", param_bytes, ag, 1, slowdown=slow))
     return tuple(out)

@@ -12,6 +12,7 @@ from simtrain.cost.memory import (
     fp32_logits_grad_bytes,
     largest_gradient_bytes,
     recompute_window_bytes,
+    zero_degree,
 )
 from simtrain.cost.op_cost import shard_factors
 from simtrain.parallel.model_index import model_index
@@ -81,7 +82,8 @@ def stage_memory(stage, model, cluster, cfg, program, per_mb_and_working=None) -
     sample_bytes = cfg.data.device_bytes_per_sample or cfg.data.sample_bytes or 0.0
     buffers += sample_bytes * lay.micro_batch * (2 if cfg.data.pin_memory and cfg.data.prefetch else 1)
     stack = stack_of(cfg)
-    if cfg.zero_stage >= 3:
+    store = cluster.device.memory_external
+    if cfg.zero_stage >= 3 and store is None:  # a streaming device holds no weights to shard and gather
         buffers += gathered_params_bytes(stage, model, cfg, lay, reg, stack.fsdp_prefetch_layers)
     usable = cluster.device.usable_memory_bytes
     host_prefetch = 0.0
@@ -90,7 +92,6 @@ def stage_memory(stage, model, cluster, cfg, program, per_mb_and_working=None) -
     rank = stage.stage * lay.dp * lay.tp * lay.cp  # first rank of the stage (pp is the outermost axis)
     pm = stage.params
     params, grads, optim, external, ext_cap = pm.params_bytes, pm.grads_bytes, pm.optimizer_bytes, 0.0, None
-    store = cluster.device.memory_external
     if store is not None:
         # weight streaming (Cerebras MemoryX, hardware.md §7): weights, gradients and optimizer state
         # stay off-wafer; the wafer holds activations and the layers being streamed (two largest blocks)
@@ -123,11 +124,19 @@ def overhead_fraction(cfg, stack) -> float:
 def gathered_params_bytes(stage, model, cfg, lay, reg, prefetch_layers: int = 1) -> float:
     """ZeRO-3 / FSDP: the unsharded weights of the wrapping units (blocks) gathered at once on this
     stage's ranks — the block in use plus ``prefetch_layers`` prefetched ahead (FSDP forward /
-    backward prefetch; Stack.fsdp_prefetch_layers, 1 by default): the 1 + prefetch largest blocks
-    *of this pipeline stage* (each stage gathers only its own blocks, sharded over its own dp · cp
-    group; Rajbhandari et al. 2020 §5.3: parameters are all-gathered per layer, used, then released).
-    Each block's weights are this rank's tensor / expert share (shard_factors), in the compute dtype."""
+    backward prefetch; Stack.fsdp_prefetch_layers, 1 by default): the largest sum of 1 + prefetch
+    *consecutive* blocks of this pipeline stage, in execution order (a block is released once used,
+    so the embedding and the LM head at the two ends of the stage are never gathered together; each
+    stage gathers only its own blocks, sharded over its own dp · cp group; Rajbhandari et al. 2020
+    §5.3: parameters are all-gathered per layer, used, then released). Each block's weights are this
+    rank's tensor / expert share (shard_factors), in the compute dtype; weights that ZeRO does not
+    shard (experts whose expert-data-parallel group dp · cp / ep is one rank) are whole already and
+    need no gather."""
     idx, sp = model_index(model), cfg.sequence_parallel
-    per_block = sorted((sum(idx.reps[s].param_count * shard_factors(idx.reps[s], lay.tp, sp, lay.ep).weights * n
-                            for s, n in idx.block_items[b]) for b in stage.blocks), reverse=True)
-    return sum(per_block[:1 + prefetch_layers]) * reg.weight_bytes
+    sharded = {False: zero_degree(lay.dp, lay.cp) > 1, True: zero_degree(lay.dp, lay.cp, lay.ep, expert=True) > 1}
+    per_block = [sum(idx.reps[s].param_count * shard_factors(idx.reps[s], lay.tp, sp, lay.ep).weights * n
+                     for s, n in idx.block_items[b] if sharded[idx.reps[s].tp_split == "expert"])
+                 for b in stage.blocks]
+    k = min(len(per_block), 1 + prefetch_layers)
+    window = max((sum(per_block[i:i + k]) for i in range(len(per_block) - k + 1)), default=0.0)
+    return window * reg.weight_bytes

@@ -3,8 +3,9 @@
 The program is stored in its symmetric summary: ranks of one pipeline stage do the same work, so one
 ``StageProgram`` per stage holds the per-micro-batch work of that stage — compute seconds by phase,
 the collectives inside each phase (tp / cp / ep), the pipeline sends, the data-parallel gradient
-sync and the optimizer step. ``estimate`` composes it in closed form (parallel/schedule.py);
-the simulator expands the same records into per-micro-batch tasks (``schedule_order``).
+sync and the optimizer step. ``estimate`` composes it through the schedule's exact evaluation
+(parallel/schedule.py ``pipeline_finish_s``); the simulator expands the same records into
+per-micro-batch tasks run in the same order (``rank_order``).
 """
 
 from __future__ import annotations
@@ -99,7 +100,27 @@ class StageProgram:
     @functools.cached_property
     def microbatch_s(self) -> float:
         """Critical-path seconds of one micro-batch through this stage (fw + bw + recompute + comm)."""
-        return self.fw_s + self.bw_s + self.recompute_s + self.exposed_comm_s()
+        return self.forward_s + self.backward_s
+
+    @functools.cached_property
+    def forward_s(self) -> float:
+        """Seconds of one micro-batch's forward on this stage (all its chunks), sends included."""
+        return self.fw_s + self.exposed_comm_s("fw")
+
+    @functools.cached_property
+    def backward_s(self) -> float:
+        """Seconds of one micro-batch's backward (+ recomputation) on this stage, sends included."""
+        return self.bw_s + self.recompute_s + self.exposed_comm_s("bw") + self.exposed_comm_s("recompute")
+
+    @functools.cached_property
+    def sync_before_s(self) -> float:
+        """Exposed per-step sync before the rank's first forward (overlapped parameter all-gather)."""
+        return sum(t.exposed_s for t in self.step_comm if t.phase == "step-start")
+
+    @functools.cached_property
+    def sync_after_s(self) -> float:
+        """Exposed per-step sync after the rank's last backward (gradient reduction, gathers)."""
+        return sum(t.exposed_s for t in self.step_comm if t.phase != "step-start")
 
 
 @dataclass(frozen=True)
@@ -189,21 +210,35 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
         r = (recomputed_count(n, cfg) if str(cfg.recompute) == "full" else n) if again else 0
         rc, rcf, rck = rc + r * c.fw_s, rcf + r * c.fw_flops, rck + r * c.fw_kernels
         times.append((name if n > 1 else op.name, op.kind, n * (c.fw_s + c.bw_s) + r * c.fw_s))
-    fw, bw, rc = (host_bound_s(gpu, k, stack) for gpu, k in ((fw, fwk), (bw, bwk), (rc, rck)))
     from simtrain.parallel.comm_tasks import microbatch_comm, step_comm
-    mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks), fw, bw + rc)
     pm = _param_memory(model, blocks, items, cfg, lay, reg)
-    dp_comm = step_comm(pm, cfg, lay, reg, comm, fw, bw + rc, len(blocks))  # the last micro-batch's backward hides the sync
+    mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks), fw, bw + rc,
+                              pm, len(blocks))
+    exp_fw = sum(t.exposed_s for t in mb_comm if t.phase == "fw")
+    exp_bw = sum(t.exposed_s for t in mb_comm if t.phase in ("bw", "recompute"))
+    # the CPU dispatches the phase's compute and collectives alike: host time beside (or before) all of it
+    fw = host_bound_s(fw, fwk, stack, exp_fw)
+    if stack.gpu_waits_on_cpu:
+        bw, rc = host_bound_s(bw, bwk, stack), host_bound_s(rc, rck, stack)
+    else:  # a backward and its recomputation are one task: one launch queue, one wait
+        bw = host_bound_s(bw, bwk + rck, stack, rc + exp_bw)
+    gathers = sum(t.total_s for t in mb_comm if t.axis == "dp" and t.phase == "bw")
+    # the last backward task (one of v chunks) hides the gradient sync; the first forward task, the gathers
+    dp_comm = step_comm(pm, cfg, lay, reg, comm, (fw + exp_fw) / lay.v, (bw + rc + exp_bw) / lay.v, gathers / lay.v)
     opt_s = _optimizer_seconds(pm.trainable_count, items, cfg, lay, reg, coster)
     return StageProgram(stage, blocks, fw, bw, rc, fwf, bwf, rcf, mb_comm, dp_comm, opt_s, pm, mem, tuple(times))
 
 
-def host_bound_s(gpu_s: float, kernels: float, stack: Stack) -> float:
-    """A phase's seconds when the CPU must dispatch ``kernels`` kernels at ``stack.host_dispatch_s``
-    each: the CPU runs ahead through the launch queue, so the slower of the two sets the pace;
-    when the GPU waits on every dispatch (``gpu_waits_on_cpu``) the two add."""
+def host_bound_s(gpu_s: float, kernels: float, stack: Stack, beside_s: float = 0.0) -> float:
+    """A phase's compute seconds when the CPU must dispatch ``kernels`` kernels at
+    ``stack.host_dispatch_s`` each: the CPU runs ahead through the launch queue, so the slower of the
+    two sets the pace — the GPU's side being its compute plus ``beside_s`` (the phase's exposed
+    collectives, whose kernels sit in the same queue): the GPU waits max(0, CPU − GPU − beside) on
+    top of its compute; when the GPU waits on every dispatch (``gpu_waits_on_cpu``) the two add."""
     cpu_s = kernels * stack.host_dispatch_s
-    return gpu_s + cpu_s if stack.gpu_waits_on_cpu else max(gpu_s, cpu_s)
+    if stack.gpu_waits_on_cpu:
+        return gpu_s + cpu_s
+    return gpu_s + max(0.0, cpu_s - gpu_s - beside_s)
 
 
 def _last_op(model: Model, blocks: tuple[str, ...]) -> Op:

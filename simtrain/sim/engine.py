@@ -2,15 +2,16 @@
 
 The program (parallel/program.py) is expanded into tasks: for every micro-batch and every model chunk
 (virtual stage k runs on pipeline rank k mod p) a forward task and a backward task, each holding
-its rank's compute for the chunk's seconds (compute + recompute + the collectives inside it), and a
-send task per chunk boundary on the link between the two ranks, one direction each way. A task
-starts when its inputs are there (forward: the previous chunk's forward and its send; backward: the
-next chunk's backward and its send, or this chunk's own forward on the last chunk) and its rank is
-free; ranks pick ready work backward-first, earliest micro-batch first (the 1F1B rule). After its
-last backward each rank runs the exposed data-parallel sync and the optimizer step.
+its rank for the chunk's seconds (compute + recompute + the collectives inside it, the blocking send
+to the next rank at its end). Each rank is a process that runs its tasks in the schedule's static
+order (parallel/schedule.py ``rank_order``: GPipe, 1F1B, Megatron-core's interleaved table), a task
+starting once its input is there (forward: the previous chunk's forward; backward: the next chunk's
+backward, or this chunk's own forward on the last chunk). Before its first forward a rank waits for
+the exposed part of its overlapped parameter all-gather; after its last backward it runs the exposed
+data-parallel sync and the optimizer step.
 
-With no contention the makespan equals the closed form ((m + p − 1)·(t_f + t_b) for equal stages);
-where they differ (uneven stages, link contention, interleaving) the simulation is the exact one.
+Nothing here contends that the closed form does not see, so the makespan equals the estimate's
+exact evaluation of the same schedule (``pipeline_finish_s``); the simulation adds the timeline.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ from dataclasses import dataclass
 
 import simpy
 
+from simtrain.parallel.schedule import rank_order
 from simtrain.sim.trace import Timeline, TimelineEvent
 
 __all__ = ["simulate", "run_program", "SimResult"]
-
-_BACKWARD, _FORWARD = 0, 1  # PriorityResource: lower runs first
 
 
 @dataclass(frozen=True)
@@ -31,27 +31,26 @@ class SimResult:
     pipeline_s: float
     step_s: float
     timeline: Timeline
+    finish_s: tuple[float, ...] = ()
+    """When each pipeline rank ended its last backward."""
 
 
 def _chunk_times(stage, v: int) -> tuple[float, float, float]:
-    """(forward, backward, send) seconds of one chunk for one micro-batch."""
-    fw = stage.fw_s + stage.exposed_comm_s("fw")
-    bw = stage.bw_s + stage.recompute_s + stage.exposed_comm_s("bw") + stage.exposed_comm_s("recompute")
+    """(forward, backward, send) seconds of one chunk for one micro-batch (the send is inside both)."""
     send = max((t.seconds for t in stage.comm if t.axis == "pp"), default=0.0)
-    return fw / v, bw / v, send
+    return stage.forward_s / v, stage.backward_s / v, send
 
 
 class _Sim:
-    def __init__(self, program) -> None:
+    def __init__(self, program, schedule) -> None:
         self.env = simpy.Environment()
         self.lay = program.layout
         self.stages = program.stages
+        self.schedule = schedule
         self.p, self.v, self.m = self.lay.pp, self.lay.v, self.lay.micro_batches
-        self.ranks = [simpy.PriorityResource(self.env, capacity=1) for _ in range(self.p)]
-        self.links = {(k, d): simpy.Resource(self.env, capacity=1) for k in range(self.p) for d in ("fw", "bw")}
         self.done: dict[tuple[str, int, int], simpy.Event] = {}
         self.events: list[TimelineEvent] = []
-        self.last_backward = [0.0] * self.p
+        self.finish = [0.0] * self.p
 
     def event(self, kind: str, chunk: int, mb: int) -> simpy.Event:
         key = (kind, chunk, mb)
@@ -59,52 +58,46 @@ class _Sim:
             self.done[key] = self.env.event()
         return self.done[key]
 
-    def _send(self, src_rank: int, direction: str, seconds: float, name: str, mb: int):
-        with self.links[(src_rank, direction)].request() as req:
-            yield req
-            start = self.env.now
-            yield self.env.timeout(seconds)
-            self.events.append(TimelineEvent(name, src_rank, f"pp_send_{direction}", start, seconds, {"micro_batch": mb}))
+    def _input(self, kind: str, chunk: int, mb: int) -> simpy.Event | None:
+        if kind == "F":
+            return self.event("F", chunk - 1, mb) if chunk > 0 else None
+        return self.event("F", chunk, mb) if chunk == self.p * self.v - 1 else self.event("B", chunk + 1, mb)
 
-    def task(self, kind: str, chunk: int, mb: int):
-        chunks = self.p * self.v
-        rank = chunk % self.p
+    def rank(self, rank: int):
         fw, bw, send = _chunk_times(self.stages[rank], self.v)
-        if kind == "F" and chunk > 0:
-            yield self.event("F", chunk - 1, mb)
-            yield self.env.process(self._send((chunk - 1) % self.p, "fw", send, f"send fw c{chunk - 1}", mb))
-        if kind == "B":
-            if chunk < chunks - 1:
-                yield self.event("B", chunk + 1, mb)
-                yield self.env.process(self._send((chunk + 1) % self.p, "bw", send, f"send bw c{chunk + 1}", mb))
-            else:
-                yield self.event("F", chunk, mb)
-        prio = (_BACKWARD if kind == "B" else _FORWARD, mb, -chunk if kind == "B" else chunk)
-        with self.ranks[rank].request(priority=prio) as req:
-            yield req
+        before = self.stages[rank].sync_before_s
+        if before:
+            self.events.append(TimelineEvent("dp param gather", rank, "dp_comm", 0.0, before, {}))
+            yield self.env.timeout(before)
+        last = self.p * self.v - 1
+        for kind, chunk, mb in rank_order(rank, self.p, self.m, self.schedule, self.v):
+            needed = self._input(kind, chunk, mb)
+            if needed is not None:
+                yield needed
             start, seconds = self.env.now, (fw if kind == "F" else bw)
             yield self.env.timeout(seconds)
-        self.events.append(TimelineEvent(f"{kind} mb{mb} c{chunk}", rank, "compute", start, seconds,
-                                         {"micro_batch": mb, "chunk": chunk, "phase": "fw" if kind == "F" else "bw"}))
-        if kind == "B":
-            self.last_backward[rank] = max(self.last_backward[rank], self.env.now)
-        self.event(kind, chunk, mb).succeed()
+            self.events.append(TimelineEvent(f"{kind} mb{mb} c{chunk}", rank, "compute", start, seconds,
+                                             {"micro_batch": mb, "chunk": chunk, "phase": "fw" if kind == "F" else "bw"}))
+            if send and (chunk < last if kind == "F" else chunk > 0):
+                lane = "pp_send_fw" if kind == "F" else "pp_send_bw"
+                self.events.append(TimelineEvent(f"send {kind.lower()}w c{chunk}", rank, lane, self.env.now - send,
+                                                 send, {"micro_batch": mb}))
+            self.event(kind, chunk, mb).succeed()
+        self.finish[rank] = self.env.now
 
     def run(self) -> float:
-        for mb in range(self.m):
-            for chunk in range(self.p * self.v):
-                self.env.process(self.task("F", chunk, mb))
-                self.env.process(self.task("B", chunk, mb))
+        for r in range(self.p):
+            self.env.process(self.rank(r))
         self.env.run()
-        return max(self.last_backward)
+        return max(self.finish)
 
 
 def _finish(sim: _Sim) -> float:
     """Per rank: exposed data-parallel sync, then the optimizer step, after its last backward."""
     end = 0.0
     for rank, stage in enumerate(sim.stages):
-        t = sim.last_backward[rank]
-        sync = sum(c.exposed_s for c in stage.step_comm)
+        t = sim.finish[rank]
+        sync = stage.sync_after_s
         if sync:
             sim.events.append(TimelineEvent("dp sync", rank, "dp_comm", t, sync, {}))
         sim.events.append(TimelineEvent("optimizer", rank, "compute", t + sync, stage.optimizer_s, {}))
@@ -112,11 +105,12 @@ def _finish(sim: _Sim) -> float:
     return end
 
 
-def run_program(program) -> SimResult:
-    sim = _Sim(program)
+def run_program(program, schedule="1f1b") -> SimResult:
+    sim = _Sim(program, schedule)
     pipeline_s = sim.run()
     step_s = _finish(sim)
-    return SimResult(pipeline_s, step_s, Timeline(tuple(sorted(sim.events, key=lambda e: (e.start_s, e.rank)))))
+    return SimResult(pipeline_s, step_s, Timeline(tuple(sorted(sim.events, key=lambda e: (e.start_s, e.rank)))),
+                     tuple(sim.finish))
 
 
 def simulate(model, cluster, cfg):
@@ -132,7 +126,7 @@ def simulate(model, cluster, cfg):
         return infeasible_report(model, cluster, cfg, [str(err)], engine="simulate")
     if isinstance(program, list):
         return infeasible_report(model, cluster, cfg, program, engine="simulate")
-    result = run_program(program)
-    report = compose(model, cluster, cfg, program, engine="simulate", pipeline_s=result.pipeline_s)
+    result = run_program(program, cfg.pipeline_schedule)
+    report = compose(model, cluster, cfg, program, engine="simulate", finish_s=result.finish_s)
     object.__setattr__(report, "timeline", result.timeline)
     return report

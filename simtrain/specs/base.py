@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Generic, TypeVar
+import functools
+import types
+from typing import Annotated, Any, ClassVar, Generic, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from simtrain.errors import SpecError, SpecIssue
 from simtrain.glossary import Mark
+from simtrain.specs.reading import CLIP_CHARS, clip, clip_quoted
 from simtrain.units import Dimension, UnitError, parse_quantity
 
 __all__ = [
@@ -27,6 +30,31 @@ class Spec(BaseModel):
 
     #: the library folder kind ("device", "link", ...) of specs that live in their own file; None inline
     library_kind: ClassVar[str | None] = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value, info):
+        """``devices_count: true`` is not 1: a boolean where only a number fits is an error, not a cast."""
+        if isinstance(value, bool) and info.field_name and _number_not_bool(cls, info.field_name):
+            raise ValueError(f"expected a number, got a boolean ({str(value).lower()})")
+        return value
+
+
+@functools.cache
+def _number_not_bool(cls: type, field: str) -> bool:
+    """Whether the field ``field`` of ``cls`` takes an int or float but not a bool."""
+    info = cls.model_fields.get(field)
+    if info is None:
+        return False
+    kinds, todo = set(), [info.annotation]
+    while todo:
+        t = todo.pop()
+        origin = get_origin(t)
+        if origin is Annotated or origin is Union or origin is types.UnionType:
+            todo.extend(get_args(t)[:1] if origin is Annotated else get_args(t))
+        else:
+            kinds.add(t)
+    return bool(kinds & {int, float}) and not kinds & {bool, Any, object}
 
 
 def _quantity(dim: Dimension):
@@ -74,18 +102,38 @@ def _loc(loc: tuple) -> str:
         elif str(item).startswith(("function-", "constrained-", "tagged-union")):
             continue
         else:
-            parts.append(("." if parts else "") + str(item))
+            text = str(item)
+            parts.append(("." if parts else "") + (text if len(text) <= CLIP_CHARS else text[:CLIP_CHARS - 3] + "…"))
     return "".join(parts)
 
 
+#: the most issues one error lists; the rest are counted in a last line
+MAX_ISSUES = 100
+
+
+def _clip_input(msg: str, value: object) -> str:
+    """``msg`` with any long rendering of the offending input cut to a short ``repr`` (pydantic's
+    ``input_value`` itself is never shown)."""
+    if value is not None and not isinstance(value, bool):
+        try:
+            renderings = dict.fromkeys((repr(value), str(value)))
+        except (ValueError, RecursionError):  # an integer too long to print, a recursive structure
+            renderings = {}
+        for text in renderings:
+            if len(text) > CLIP_CHARS and text in msg:
+                msg = msg.replace(text, clip(value))
+    return clip_quoted(msg)
+
+
 def spec_error_from_validation(err: ValidationError, file: str | None, prefix: str = "") -> SpecError:
-    """Turn pydantic's error into ours: one :class:`SpecIssue` per problem, field path dotted."""
+    """Turn pydantic's error into ours: one :class:`SpecIssue` per problem, field path dotted. The
+    input value is not quoted; where a validator's message repeats it, only a clipped ``repr`` stays."""
     issues = []
     for e in err.errors(include_url=False):
         field = _loc(tuple(e.get("loc", ())))
         if prefix:
             field = f"{prefix}.{field}" if field else prefix
-        msg = e.get("msg", "invalid")
+        msg = _clip_input(e.get("msg", "invalid"), e.get("input"))
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
         if e.get("type") == "extra_forbidden":
@@ -95,6 +143,9 @@ def spec_error_from_validation(err: ValidationError, file: str | None, prefix: s
             msg = (f"expected a mapping {{value: ..., source: ..., mark: ...}} (a number with its source), got {got}"
                    if "Sourced" in msg else f"expected a mapping of fields, got {got}")
         issues.append(SpecIssue(file, field, msg))
+        if len(issues) == MAX_ISSUES and err.error_count() > MAX_ISSUES:
+            issues.append(SpecIssue(file, "", f"... and {err.error_count() - MAX_ISSUES} more problems"))
+            break
     return SpecError(issues)
 
 

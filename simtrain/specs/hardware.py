@@ -213,13 +213,14 @@ class Link(Spec):
 
 
 def _resolve(kind: str):
-    """Before-validator: a library name (or path) is loaded; a mapping is validated inline."""
+    """Before-validator: a library name (or a path relative to the spec file, see
+    :func:`simtrain.specs.library.resolve_reference`) is loaded; a mapping is validated inline."""
     def resolve(value: Any) -> Any:
         if isinstance(value, str):
             from simtrain.errors import SpecError
             from simtrain.specs import library
             try:
-                return getattr(library, f"load_{kind}")(value)
+                return library.load_reference(kind, value)
             except SpecError as err:  # reword as a plain reason: this field's path is added by pydantic
                 raise ValueError("; ".join(f"{i.file}: {i.field or '<document>'}: {i.reason}" if i.file
                                            else i.reason for i in err.issues)) from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from simtrain.specs.base import Spec
 from simtrain.specs.train import TrainConfig
@@ -12,13 +12,28 @@ from simtrain.specs.train import TrainConfig
 __all__ = ["Job"]
 
 
+def _reference(field: str):
+    """After-validator: the value is a library name or a path that may be used from inside a spec file
+    (relative, no ``..``, not out of the job file's folder through a symlink); it is not rewritten."""
+    def check(value: str) -> str:
+        from simtrain.errors import SpecError
+        from simtrain.specs import library
+        try:
+            library.resolve_reference(field, value, library.referring_file(), field)
+        except SpecError as err:
+            raise ValueError("; ".join(i.reason for i in err.issues)) from None
+        return value
+    return check
+
+
 class Job(Spec):
-    """``workloads/jobs/*.yaml``: ``model`` and ``cluster`` are library names or paths."""
+    """``workloads/jobs/*.yaml``: ``model`` and ``cluster`` are library names or paths relative to the
+    job file (see :mod:`simtrain.specs.jobs`)."""
 
     name: Annotated[str, Field(min_length=1, max_length=120)]
     description: str = ""
-    model: Annotated[str, Field(min_length=1)]
-    cluster: Annotated[str, Field(min_length=1)]
+    model: Annotated[str, Field(min_length=1, max_length=1000), AfterValidator(_reference("model"))]
+    cluster: Annotated[str, Field(min_length=1, max_length=1000), AfterValidator(_reference("cluster"))]
     nodes: Annotated[int, Field(ge=1)] | None = None
     config: TrainConfig
     tokens: Annotated[float, Field(gt=0)] | None = None

@@ -4,6 +4,11 @@ Every spec file starts with ``spec: device | link | node | cluster | model | job
 be checked on its own (``simtrain check FILE``). Names resolve against the library folders
 (``hardware_specs/{devices,links,nodes,clusters}``, ``workloads/{models,jobs}``); a value ending in
 ``.yaml``/``.yml`` or containing a path separator is read as a path instead.
+
+Spec files are untrusted input. Files are read by :mod:`simtrain.specs.reading` (regular files
+only, size-capped, bounded YAML, duplicate keys refused). A path the user gives directly (command
+line, ``load_*``) may be anything; a path written *inside* a spec file (a reference) must be relative
+to that file and stay in its folder or the library (:func:`resolve_reference`).
 """
 
 from __future__ import annotations
@@ -11,22 +16,28 @@ from __future__ import annotations
 import functools
 import os
 import re
+import threading
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from simtrain._data import data_root
 from simtrain.errors import SpecError, SpecIssue
 from simtrain.specs.base import spec_error_from_validation
+from simtrain.specs.reading import clip, read_yaml_file
 
 __all__ = [
     "REPO_ROOT", "HARDWARE_DIR", "WORKLOADS_DIR", "read_yaml", "read_spec_document", "library_names",
     "library_path", "load_device", "load_link", "load_node", "load_cluster", "load_efficiency_default",
-    "validate_document", "SPEC_KINDS",
+    "validate_document", "SPEC_KINDS", "resolve_reference", "load_reference",
+    "referring_file",
 ]
 
-REPO_ROOT = Path(os.environ.get("SIMTRAIN_ROOT", Path(__file__).resolve().parents[2]))
+# The folder holding hardware_specs/ and workloads/: $SIMTRAIN_ROOT, else the copies shipped in the
+# installed wheel (importlib.resources), else the source checkout; see simtrain/_data/__init__.py.
+REPO_ROOT = data_root()
 HARDWARE_DIR = REPO_ROOT / "hardware_specs"
 WORKLOADS_DIR = REPO_ROOT / "workloads"
 
@@ -41,54 +52,78 @@ _FOLDERS = {
 }
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 SPEC_KINDS = ("device", "link", "node", "cluster", "efficiency", "model", "job")
+_LINES: dict[str, dict[str, int]] = {}  # file -> {field path: line} of its last read (64 most recent)
+_LINES_LOCK = threading.Lock()
+_REFERRER: ContextVar[str | None] = ContextVar("simtrain_spec_referrer", default=None)  # file being validated
+
+
+def _key(file: str | os.PathLike) -> str:
+    return os.fspath(Path(file))
 
 
 def read_yaml(path: Path) -> Any:
-    """Read one YAML document; missing, unreadable, empty or broken files are a SpecError."""
-    name = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError.one(name, "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecError.one(name, "", f"cannot read file: {err}") from None
-    try:
-        doc = yaml.safe_load(text)
-    except RecursionError:
-        raise SpecError.one(name, "", "YAML nested too deeply") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise SpecError.one(name, "", f"broken YAML{where}: {problem}") from None
+    """Read one YAML document safely (:mod:`simtrain.specs.reading`: regular files only, at most
+    ``MAX_SPEC_BYTES``, C loader, alias / depth bounds, duplicate keys refused); missing, unreadable,
+    empty or broken files are a SpecError naming the file (and line)."""
+    name = os.fspath(path)
+    doc, lines = read_yaml_file(name)
     if doc is None:
         raise SpecError.one(name, "", "empty file")
+    with _LINES_LOCK:
+        _LINES[_key(name)] = lines
+        while len(_LINES) > 64:
+            _LINES.pop(next(iter(_LINES)))
     return doc
 
 
+_KIND_WORD = re.compile(r"[A-Za-z0-9_-]{1,16}")  # a short word is quoted back ("gpu"); anything else is not
+
+
 def read_spec_document(path: Path, expected: str | None = None) -> tuple[str, dict]:
-    """Return (spec kind, body) of a spec file, checking the ``spec:`` header."""
-    doc = read_yaml(path)
+    """Return (spec kind, body) of a spec file, checking the ``spec:`` header. A file without one is
+    "not a spec file" and nothing of it is quoted."""
+    doc, name, kinds = read_yaml(path), os.fspath(path), ", ".join(SPEC_KINDS)
     if not isinstance(doc, dict):
-        raise SpecError.one(str(path), "", f"expected a mapping at the top level, got {type(doc).__name__}")
+        raise SpecError.one(name, "", f"not a spec file: expected a mapping at the top level with a "
+                            f"'spec:' header ({kinds}), got {type(doc).__name__}")
     kind = doc.get("spec")
     if kind not in SPEC_KINDS:
-        raise SpecError.one(str(path), "spec", f"must be one of {', '.join(SPEC_KINDS)}; got {kind!r}")
+        got = ("no 'spec:' header" if "spec" not in doc else
+               f"got {kind!r}" if isinstance(kind, str) and _KIND_WORD.fullmatch(kind) else f"got a {type(kind).__name__}")
+        raise SpecError([SpecIssue(name, "spec", f"not a spec file: 'spec' must be one of {kinds}; {got}",
+                                   _LINES.get(_key(name), {}).get("spec"))])
     if expected is not None and kind != expected:
-        raise SpecError.one(str(path), "spec", f"expected a {expected} spec, got {kind!r}")
+        raise SpecError.one(name, "spec", f"expected a {expected} spec, got {kind!r}")
     body = {k: v for k, v in doc.items() if k != "spec"}
     return kind, body
 
 
-def library_path(kind: str, name_or_path: str | os.PathLike) -> Path:
-    """Path of a library item by name, or the path itself when one is given."""
-    text = os.fspath(name_or_path)
+def _text(field: str, name_or_path: str | os.PathLike) -> str:
+    try:
+        text = os.fspath(name_or_path)
+    except TypeError:
+        raise SpecError.one(None, field, f"expected a name or a path, got {type(name_or_path).__name__}") from None
+    if not isinstance(text, str):
+        raise SpecError.one(None, field, "expected a name or a path as text, got bytes")
     if "\x00" in text:
-        raise SpecError.one(None, kind, f"{text!r} is not a valid name or path (NUL byte)")
-    if text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text:
+        raise SpecError.one(None, field, f"{clip(text)} is not a valid name or path (NUL byte)")
+    return text
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text
+
+
+def library_path(kind: str, name_or_path: str | os.PathLike) -> Path:
+    """Path of a library item by name, or the path itself when one is given.
+
+    This is the entry point for names and paths the user gives directly (command line, ``load_*``):
+    any path is accepted here. References inside spec files go through :func:`resolve_reference`."""
+    text = _text(kind, name_or_path)
+    if _looks_like_path(text):
         return Path(text)
     if not _NAME.fullmatch(text):
-        raise SpecError.one(None, kind, f"{text!r} is not a library name (letters, digits, '.', '_', '-') "
+        raise SpecError.one(None, kind, f"{clip(text)} is not a library name (letters, digits, '.', '_', '-') "
                             f"nor a .yaml path")
     folder = _FOLDERS[kind]
     for ext in (".yaml", ".yml"):
@@ -96,7 +131,64 @@ def library_path(kind: str, name_or_path: str | os.PathLike) -> Path:
         if candidate.exists():
             return candidate
     known = ", ".join(library_names(kind)) or "none"
-    raise SpecError.one(None, kind, f"no {kind} named {text!r} in {folder} (known: {known})")
+    raise SpecError.one(None, kind, f"no {kind} named {clip(text)} in {folder} (known: {known})")
+
+
+def _library_roots() -> list[str]:
+    roots = []
+    for folder in (HARDWARE_DIR, WORKLOADS_DIR):
+        try:
+            roots.append(os.path.realpath(os.fspath(folder)))
+        except TypeError:  # pragma: no cover - a library that is not on the file system
+            continue
+    return roots
+
+
+def _inside(path: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # different drives
+        return False
+
+
+def resolve_reference(kind: str, value: str | os.PathLike, referrer: str | os.PathLike | None,
+                      field: str | None = None) -> str:
+    """A reference written inside a spec file (``device:`` of a node, ``node:`` of a cluster, a link,
+    ``model:`` / ``cluster:`` of a job) → a library name, or the real path of the file it names.
+
+    A name (no ``/``, no ``.yaml``) is returned as it is, for the library to look up. A path must be
+    relative to the referring file, must not be absolute nor contain ``..``, and once symlinks are
+    resolved must stay inside the referring file's folder or the library; anything else is a
+    :class:`SpecError` on ``field`` (the file is added by the caller). With no referring file (a
+    mapping validated from Python, e.g. ``Node.model_validate({"device": path, ...})``) the caller is
+    using the API directly and the path is returned as it is, like a ``load_*`` argument."""
+    field = field or kind
+    text = _text(field, value)
+    if not _looks_like_path(text) or referrer is None:
+        return text
+    if os.path.isabs(text) or text.startswith("~"):
+        raise SpecError.one(None, field, f"absolute path {clip(text)} refused in a spec file: use a library "
+                            "name or a path relative to this file")
+    if ".." in re.split(r"[\\/]", text):
+        raise SpecError.one(None, field, f"path {clip(text)} refused in a spec file: '..' may not leave "
+                            "the folder of this file")
+    base = os.path.dirname(os.path.abspath(os.fspath(referrer)))
+    real = os.path.realpath(os.path.join(base, text))
+    if not any(_inside(real, root) for root in [os.path.realpath(base), *_library_roots()]):
+        raise SpecError.one(None, field, f"path {clip(text)} refused: it resolves (through a symlink) outside "
+                            "the folder of this file and the library")
+    return real
+
+
+def referring_file() -> str | None:
+    """The spec file being validated right now (what references inside it are relative to), or None."""
+    return _REFERRER.get()
+
+
+def load_reference(kind: str, value: str | os.PathLike) -> Any:
+    """Load the ``kind`` a spec file refers to, resolved by :func:`resolve_reference` against the file
+    being validated (see :func:`validate_document`)."""
+    return _load(kind, resolve_reference(kind, value, _REFERRER.get()))
 
 
 def library_names(kind: str) -> list[str]:
@@ -118,14 +210,35 @@ def _schema(kind: str) -> type[BaseModel]:
             "cluster": hardware.Cluster, "efficiency": hardware.Efficiency}[kind]
 
 
+def _line_of(lines: dict[str, int], field: str) -> int | None:
+    while field:
+        if field in lines:
+            return lines[field]
+        cut = max(field.rfind("."), field.rfind("["))
+        field = field[:cut] if cut > 0 else ""
+    return None
+
+
+def _with_lines(err: SpecError, file: str | None) -> SpecError:
+    """``err`` with the line of each issue's field where the file's YAML gave one."""
+    lines = _LINES.get(_key(file), {}) if file else {}
+    return SpecError([SpecIssue(i.file or file, i.field, i.reason,
+                                i.line or (_line_of(lines, i.field) if (i.file or file) == file else None))
+                      for i in err.issues])
+
+
 def validate_document(kind: str, body: dict, file: str | None) -> BaseModel:
-    """Validate a parsed document as ``kind``; errors name ``file`` and the field path."""
+    """Validate a parsed document as ``kind``; errors name ``file``, the field path and its line.
+    References to other files inside ``body`` resolve against ``file`` (:func:`resolve_reference`)."""
+    token = _REFERRER.set(os.fspath(file) if file is not None else None)
     try:
         return _schema(kind).model_validate(body)
     except ValidationError as err:
-        raise spec_error_from_validation(err, file) from None
+        raise _with_lines(spec_error_from_validation(err, file), file) from None
     except SpecError as err:  # a referenced file is broken: keep its own file and field
-        raise SpecError([SpecIssue(i.file or file, i.field, i.reason) for i in err.issues]) from None
+        raise _with_lines(err, file) from None
+    finally:
+        _REFERRER.reset(token)
 
 
 @functools.lru_cache(maxsize=512)
@@ -141,7 +254,7 @@ def _load(kind: str, name_or_path: str | os.PathLike) -> Any:
     except FileNotFoundError:
         raise SpecError.one(str(path), "", "file not found") from None
     except (OSError, ValueError) as err:  # name too long, not a directory, ...
-        raise SpecError.one(str(path), "", f"cannot read file: {err}") from None
+        raise SpecError.one(str(path), "", f"cannot read file: {getattr(err, 'strerror', None) or err}") from None
     return _load_cached(kind, str(path), mtime)
 
 
