@@ -16,9 +16,11 @@ from __future__ import annotations
 import dataclasses
 
 from simtrain.cost.data_pipeline import pipeline_times
+from simtrain.cost.emulation import emulated_cluster, emulation_warning
 from simtrain.cost.precision import regime
 from simtrain.errors import SimtrainError, SpecError
 from simtrain.graph.model import Model
+from simtrain.inputs import as_cluster, as_config, as_model
 from simtrain.parallel.memory_plan import stage_memories
 from simtrain.parallel.model_index import model_index
 from simtrain.parallel.partition import partition_blocks
@@ -90,10 +92,15 @@ def build_program(model: Model, cluster: Cluster, cfg: TrainConfig, comm=None) -
     return RankProgram(lay, tuple(stages), reg)
 
 
-def estimate(model: Model, cluster: Cluster, cfg: TrainConfig, *, comm=None) -> StepReport:
-    """Closed-form step time, memory, MFU/HFU, bottleneck of ``model`` trained on ``cluster`` with ``cfg``."""
+def estimate(model: Model | str, cluster: Cluster | str, cfg: TrainConfig | dict, *, comm=None) -> StepReport:
+    """Closed-form step time, memory, MFU/HFU, bottleneck of ``model`` trained on ``cluster`` with ``cfg``.
+
+    ``model`` and ``cluster`` may be library names or paths (a device name: one device), ``cfg`` a
+    dict of TrainConfig fields; an argument of another type raises :class:`SimtrainError`."""
+    model, cluster, cfg = as_model(model), as_cluster(cluster), as_config(cfg)
     try:
         cfg = resolve_stack(cfg)
+        cluster = emulated_cluster(cluster, regime(cfg.precision).matmul_dtype, cfg.emulate_precision)
         model = prepare_model(model, cfg)
         program = build_program(model, cluster, cfg, comm)
     except (SpecError, SimtrainError) as err:
@@ -150,8 +157,9 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     object.__setattr__(report, "bottleneck", name)
     object.__setattr__(report, "bottleneck_reason", why)
     from simtrain.report.sanity import model_class_of, sanity_warnings
+    emulated = emulation_warning(cluster.device, program.regime.matmul_dtype)
     object.__setattr__(report, "warnings", sanity_warnings(
-        report, device_kind=cluster.device.kind, model_class=model_class_of(model)))
+        report, device_kind=cluster.device.kind, model_class=model_class_of(model)) + ((emulated,) if emulated else ()))
     return report
 
 

@@ -43,15 +43,8 @@ def _overrides(args) -> dict:
 
 
 def _cluster(name: str, nodes: int | None):
-    from simtrain.errors import SpecError
-    from simtrain.specs.hardware import Cluster
-    from simtrain.specs.library import load_cluster, load_device
-    try:
-        return load_cluster(name, nodes=nodes)
-    except SpecError:
-        if nodes not in (None, 1):
-            raise
-        return Cluster.single(load_device(name))
+    from simtrain.inputs import hardware_cluster
+    return hardware_cluster(name, nodes, arg="--hardware")
 
 
 def load_job_inputs(args):

@@ -53,7 +53,9 @@ def _kind_default(kind: str) -> Efficiency:
 def matrix_peak_flops_per_s(device: Device, dtype: DType) -> float:
     """Dense peak for matrix work in ``dtype``. tf32 without tensor cores runs at the fp32 rate;
     fp16 and bf16 stand in for each other only on devices whose datasheet gives one of them
-    (e.g. a CPU); a device with neither path for the dtype is an error, not a guess."""
+    (e.g. a CPU), and a CPU without either runs them at its fp32 rate (PyTorch's CPU kernels accumulate
+    16-bit inputs in fp32); any other missing dtype (fp8 without fp8 units) is an error, not a guess —
+    cost/emulation.py adds it only when the config asks for emulation."""
     peak = device.peak(dtype)
     if peak is not None:
         return peak
@@ -62,8 +64,8 @@ def matrix_peak_flops_per_s(device: Device, dtype: DType) -> float:
         alt_peak = device.peak(alt)
         if alt_peak is not None:
             return alt_peak
-    if device.kind.value == "cpu" and device.peak(DType.FP32) is not None:
-        return device.peak(DType.FP32)  # CPUs without native 16-bit math compute in fp32
+    if device.kind.value == "cpu" and dtype in (DType.FP16, DType.BF16) and device.peak(DType.FP32) is not None:
+        return device.peak(DType.FP32)  # CPUs without native 16-bit math compute in fp32 (the report says so)
     raise SimtrainError(f"device {device.name!r} has no dense peak for {dtype.value} "
                         f"(it lists {', '.join(d.value for d in device.peak_flops_per_s)})")
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
+
+from simtrain.errors import SimtrainError
 
 __all__ = ["StepReport", "MemoryReport", "OpTime", "CommReport", "BREAKDOWN_KEYS", "ENERGY_MODEL"]
 
@@ -195,30 +198,55 @@ class StepReport:
     # --- time, money, energy ---------------------------------------------------------------------
     def steps_for(self, *, tokens: float | None = None, samples: float | None = None,
                   epochs: float | None = None, dataset_samples: float | None = None) -> float:
-        given = [x is not None for x in (tokens, samples, epochs)]
-        if sum(given) != 1:
-            raise ValueError("give exactly one of tokens=, samples=, epochs=")
+        """Optimizer steps to see ``tokens`` / ``samples`` / ``epochs`` × ``dataset_samples``."""
+        amounts = {"tokens": tokens, "samples": samples, "epochs": epochs}
+        given = [k for k, v in amounts.items() if v is not None]
+        if len(given) != 1:
+            raise SimtrainError("give exactly one of tokens=, samples=, epochs=")
+        _check_amount(given[0], amounts[given[0]])
         if tokens is not None:
             samples = tokens / self.tokens_per_sample
         elif epochs is not None:
             if dataset_samples is None:
-                raise ValueError("epochs= needs dataset_samples=")
-            samples = epochs * dataset_samples
+                raise SimtrainError("epochs= needs dataset_samples=")
+            samples = epochs * _check_amount("dataset_samples", dataset_samples)
         return samples / self.global_batch_size
 
-    def time_to_train(self, *, tokens: float | None = None, samples: float | None = None,
+    def time_to_train(self, *args, tokens: float | None = None, samples: float | None = None,
                       epochs: float | None = None, dataset_samples: float | None = None) -> float:
         """Seconds to train on ``tokens`` / ``samples`` / ``epochs`` (evaluation amortised in)."""
+        _keywords_only("time_to_train", args, "tokens=, samples= or epochs=")
         steps = self.steps_for(tokens=tokens, samples=samples, epochs=epochs, dataset_samples=dataset_samples)
         return steps * (self.step_time_s + self.eval_time_per_step_s)
 
-    def cost_dollars(self, seconds: float) -> float | None:
+    def _duration_s(self, name: str, args: tuple, duration_s: float | None, amounts: dict) -> float:
+        """The training time a money/energy question is about: ``duration_s`` given directly, or the
+        time to train the given tokens / samples / epochs."""
+        _keywords_only(name, args, "duration_s= (seconds) or tokens=, samples=, epochs=")
+        if duration_s is not None:
+            if any(v is not None for v in amounts.values()):
+                raise SimtrainError(f"{name}: give duration_s= or an amount of data, not both")
+            return _check_amount("duration_s", duration_s)
+        return self.time_to_train(**amounts)
+
+    def cost_dollars(self, *args, duration_s: float | None = None, tokens: float | None = None,
+                     samples: float | None = None, epochs: float | None = None,
+                     dataset_samples: float | None = None) -> float | None:
+        """US dollars for ``duration_s`` seconds of the whole cluster, or for the time to train the
+        given data; None when the device spec has no price."""
+        seconds = self._duration_s("cost_dollars", args, duration_s, dict(
+            tokens=tokens, samples=samples, epochs=epochs, dataset_samples=dataset_samples))
         if self.price_per_device_hour is None:
             return None
         return self.devices_count * seconds / 3600.0 * self.price_per_device_hour
 
-    def energy_kwh(self, seconds: float) -> float | None:
-        """Device energy for ``seconds`` of training (see ENERGY_MODEL)."""
+    def energy_kwh(self, *args, duration_s: float | None = None, tokens: float | None = None,
+                   samples: float | None = None, epochs: float | None = None,
+                   dataset_samples: float | None = None) -> float | None:
+        """Device energy for ``duration_s`` seconds of training, or for the time to train the given
+        data (see ENERGY_MODEL); None when the device spec has no TDP."""
+        seconds = self._duration_s("energy_kwh", args, duration_s, dict(
+            tokens=tokens, samples=samples, epochs=epochs, dataset_samples=dataset_samples))
         if self.tdp_w is None or self.step_time_s <= 0:
             return None
         idle = self.idle_power_w if self.idle_power_w is not None else 0.3 * self.tdp_w
@@ -244,3 +272,19 @@ class StepReport:
             "warnings": list(self.warnings),
         }
         return d
+
+
+def _keywords_only(name: str, args: tuple, expected: str) -> None:
+    """A bare number is ambiguous (seconds? tokens?) — ``cost_dollars(300e9)`` once read 300e9
+    tokens as seconds — so these take keywords with the unit in the name."""
+    if args:
+        raise SimtrainError(f"{name}() takes keyword arguments only: {expected}; got {len(args)} positional")
+
+
+def _check_amount(name: str, value) -> float:
+    """A finite, non-negative amount (an int or float, not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SimtrainError(f"{name}= must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise SimtrainError(f"{name}= must be finite and ≥ 0, got {value!r}")
+    return float(value)

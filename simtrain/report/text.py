@@ -90,7 +90,7 @@ def render_report(r: StepReport, tokens: float | None = None) -> str:
             lines += ["INFEASIBLE:"] + [f"  - {x}" for x in r.reasons]
         if tokens:
             t = r.time_to_train(tokens=tokens)
-            cost, kwh = r.cost_dollars(t), r.energy_kwh(t)
+            cost, kwh = r.cost_dollars(duration_s=t), r.energy_kwh(duration_s=t)
             lines.append(f"time to train {tokens:.3g} tokens: {fmt_seconds(t)}"
                          + (f", ${cost:,.0f}" if cost is not None else "")
                          + (f", {kwh:,.0f} kWh device energy" if kwh is not None else ""))

@@ -73,6 +73,10 @@ class TrainConfig(Spec):
     seq_len: Annotated[int, Field(ge=1)] | None = None
     """Tokens per sample for sequence models; None keeps the model's own (or a non-sequence model)."""
     precision: Precision = Precision.BF16
+    emulate_precision: bool = False
+    """Cost a precision the device has no matrix units for (fp8 on an A100 or a CPU) at the nearest
+    dtype it has, as a framework that upcasts would; the report warns. False: such a config is
+    infeasible with a reason naming the device's dtypes."""
     optimizer: OptimizerKind = OptimizerKind.ADAMW
     dp: Degree | None = None
     """Data-parallel degree; None = whatever the cluster leaves after tp × pp × cp."""

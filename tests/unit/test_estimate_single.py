@@ -114,9 +114,9 @@ def test_time_to_train_cost_energy(tiny_mlp, single):
     r = estimate(tiny_mlp, single, cfg())
     t = r.time_to_train(samples=1e6)
     assert t == pytest.approx(1e5 * 17.12e-6)
-    assert r.cost_dollars(3600) == pytest.approx(1.0)
+    assert r.cost_dollars(duration_s=3600) == pytest.approx(1.0)
     # busy = compute + optimizer = whole step → TDP
-    assert r.energy_kwh(3600) == pytest.approx(0.1)
+    assert r.energy_kwh(duration_s=3600) == pytest.approx(0.1)
 
 
 def test_eval_amortised(tiny_mlp, single):
