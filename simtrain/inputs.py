@@ -51,6 +51,8 @@ def hardware_cluster(name: str | os.PathLike, nodes: int | None = None, arg: str
     only applies to a cluster: with a device name it is an error that says which clusters use it."""
     from simtrain.specs.hardware import Cluster
     from simtrain.specs.library import library_names, load_cluster, load_device
+    from simtrain.specs.reading import clip
+    from simtrain.specs.references import looks_like_path
     text = os.fspath(name)
     if text in library_names("device"):
         if nodes not in (None, 1):
@@ -58,6 +60,9 @@ def hardware_cluster(name: str | os.PathLike, nodes: int | None = None, arg: str
             hint = f"; clusters with it: {', '.join(users)}" if users else ""
             raise SpecError.one(None, arg, f"{text!r} is a device, and nodes={nodes} needs a cluster{hint}")
         return Cluster.single(load_device(text))
+    if not looks_like_path(text) and text not in library_names("cluster"):
+        raise SpecError.one(None, arg, f"no cluster or device named {clip(text)} (clusters: "
+                            f"{', '.join(library_names('cluster'))}; devices: {', '.join(library_names('device'))})")
     return load_cluster(text, nodes=nodes)
 
 

@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from simtrain.errors import SpecError
-from simtrain.specs.base import Spec, spec_error_from_validation
+from simtrain.specs.base import Spec, register_schema, spec_error_from_validation
 
 __all__ = ["ModelSpec", "TransformerArch", "MoESpec", "VitArch", "CnnArch", "MlpArch"]
 
@@ -183,6 +183,7 @@ class MlpArch(Spec):
 _SECTIONS = {"transformer": ("transformer",), "vit": ("vit", "transformer"), "cnn": ("cnn",), "mlp": ("mlp",)}
 
 
+@register_schema("model")
 class ModelSpec(Spec):
     """One model of the library (what is trained)."""
 

@@ -37,7 +37,9 @@ time it is made of. Per-step syncs hide behind whole tasks of the rank they foll
 
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import dataclass
 
 from simtrain.cost.op_cost import shard_factors
 from simtrain.cost.precision import Regime
@@ -45,11 +47,36 @@ from simtrain.graph.op import Op
 from simtrain.parallel.recompute import recomputed_count
 from simtrain.specs.stack import stack_of
 
-__all__ = ["microbatch_comm", "step_comm"]
+__all__ = ["CommTask", "microbatch_comm", "step_comm"]
+
+
+
+@dataclass(frozen=True)
+class CommTask:
+    """One collective (or send) a rank issues per micro-batch in a phase, or per step for dp."""
+
+    axis: str
+    kind: str
+    phase: str
+    bytes: float
+    seconds: float
+    count: int = 1
+    overlap_s: float = 0.0
+    """Compute it can hide behind (ring attention, ZeRO-3 prefetch); exposed = max(0, s·count − overlap)."""
+    slowdown: float = 0.0
+    """The stack's comm/compute interference: the hidden part still costs slowdown × its seconds."""
+
+    @functools.cached_property
+    def total_s(self) -> float:
+        return self.seconds * self.count
+
+    @functools.cached_property
+    def exposed_s(self) -> float:
+        hidden = min(self.total_s, self.overlap_s)
+        return max(0.0, self.total_s - self.overlap_s) + self.slowdown * hidden
 
 
 def _tp_tasks(ops, cfg, lay, reg, comm) -> list:
-    from simtrain.parallel.program import CommTask
     if lay.tp == 1:
         return []
     b = lay.micro_batch / lay.cp
@@ -84,7 +111,6 @@ def _tp_tasks(ops, cfg, lay, reg, comm) -> list:
 
 
 def _cp_tasks(ops, lay, reg, comm, coster) -> list:
-    from simtrain.parallel.program import CommTask
     if lay.cp == 1:
         return []
     out = []
@@ -117,7 +143,6 @@ def _ep_tasks(ops, cfg, lay, reg, comm) -> list:
     and TP: each TP rank dispatches its own sequence shard). The capacity factor is not applied: the
     cost layer models dropless routing (moe.py), whose buffers hold exactly T·k tokens, unpadded.
     """
-    from simtrain.parallel.program import CommTask
     if lay.ep == 1:
         return []
     out = []
@@ -136,7 +161,6 @@ def _ep_tasks(ops, cfg, lay, reg, comm) -> list:
 
 
 def _pp_tasks(last, cfg, lay, reg, comm, stage: int) -> list:
-    from simtrain.parallel.program import CommTask
     if lay.pp == 1:
         return []
     b = lay.micro_batch / lay.cp
@@ -152,7 +176,6 @@ def _stream_tasks(items, lay, reg, coster, fw_s: float, bw_s: float) -> list:
     forward and again for the backward, and the gradients out, over the system I/O (full duplex),
     overlapped with the wafer's work on the layers already there (``fw_s`` / ``bw_s``: the phase's
     duration with everything else in it — its own link runs beside the fabric's collectives)."""
-    from simtrain.parallel.program import CommTask
     store = coster.device.memory_external
     if store is None:
         return []
@@ -186,7 +209,6 @@ def _fsdp_tasks(pm, cfg, lay, reg: Regime, comm, fw_s: float, bw_s: float, layer
     gathers the stage's parameters layer by layer, prefetched ``fsdp_prefetch_layers`` ahead; each
     layer's gather hides behind the previous layer's share of the phase (``fw_s`` / ``bw_s``: its
     duration with the ops' own collectives)."""
-    from simtrain.parallel.program import CommTask
     if cfg.zero_stage < 3 or lay.dp * lay.cp == 1 or pm.trainable_count == 0:
         return []
     stack = stack_of(cfg)
@@ -230,7 +252,6 @@ def step_comm(pm, cfg, lay, reg: Regime, comm, fw_task_s: float, bw_task_s: floa
     gradient sync (earlier ones finished long ago) — less ``gather_s``, the time ZeRO-3's parameter
     gathers hold the same link in that task; ``fw_task_s``: the rank's first forward task, behind
     which the overlapped ZeRO-1/2 parameter all-gather runs (phase ``step-start``)."""
-    from simtrain.parallel.program import CommTask
     group = lay.dp * lay.cp
     if group == 1 or pm.trainable_count == 0:
         return ()

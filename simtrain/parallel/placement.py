@@ -57,6 +57,21 @@ class ClusterSig(NamedTuple):
     step_overhead_s: float
 
 
+def torus_axis_wraps(device, axis_len: int) -> bool:
+    """Whether a torus axis of ``axis_len`` chips has its wraparound link (hardware.md §3, [SB-TPU]):
+    TPU v5e/v6e only on a full 16-chip axis; other TPUs (v4, v5p) when the length is a multiple of 4;
+    a non-TPU torus (e.g. Trainium's) always."""
+    if axis_len < 3:
+        return False
+    name = getattr(device, "name", "")
+    kind = getattr(device, "kind", None)
+    if str(getattr(kind, "value", kind)) != "tpu":
+        return True
+    if any(tag in name for tag in ("v5e", "v5lite", "v6e")):
+        return axis_len == 16
+    return axis_len % 4 == 0
+
+
 def _link(link) -> LinkSig | None:
     return None if link is None else LinkSig(link.name, link.per_direction_bytes_per_s, link.latency)
 
@@ -116,11 +131,10 @@ def torus_dims_of(ranks: np.ndarray, lengths, link: LinkSig, device, always_wrap
 
     A neighbour link carries ``links_per_neighbour × link`` per direction; members spaced ``g`` chips
     apart along an axis share each link with g − 1 other groups and pay g hops per step. An axis the
-    group covers whole has its wraparound when :func:`~simtrain.parallel.topology.torus_axis_wraps`
+    group covers whole has its wraparound when :func:`torus_axis_wraps`
     says so (a fabric torus always wraps); otherwise it is a line. Ranks that do not form a box are
     modelled as one line of all of them at one link's rate (conservative).
     """
-    from simtrain.parallel.topology import torus_axis_wraps
     per_link = link.bandwidth_bytes_per_s * links_per_neighbour
     coords, acc = [], 1
     for length in lengths:

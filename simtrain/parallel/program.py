@@ -21,6 +21,7 @@ from simtrain.cost.optimizer import step_passes, traits
 from simtrain.cost.precision import Regime, regime
 from simtrain.graph.model import Model
 from simtrain.graph.op import Op
+from simtrain.parallel.comm_tasks import CommTask, microbatch_comm, step_comm
 from simtrain.parallel.model_index import model_index
 from simtrain.parallel.recompute import recomputed_count, selected
 from simtrain.specs.hardware import Cluster
@@ -44,31 +45,6 @@ class Layout:
     def as_dict(self) -> dict[str, int]:
         return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,
                 "virtual_stages": self.v, "micro_batches": self.micro_batches, "micro_batch_size": self.micro_batch}
-
-
-@dataclass(frozen=True)
-class CommTask:
-    """One collective (or send) a rank issues per micro-batch in a phase, or per step for dp."""
-
-    axis: str
-    kind: str
-    phase: str
-    bytes: float
-    seconds: float
-    count: int = 1
-    overlap_s: float = 0.0
-    """Compute it can hide behind (ring attention, ZeRO-3 prefetch); exposed = max(0, s·count − overlap)."""
-    slowdown: float = 0.0
-    """The stack's comm/compute interference: the hidden part still costs slowdown × its seconds."""
-
-    @functools.cached_property
-    def total_s(self) -> float:
-        return self.seconds * self.count
-
-    @functools.cached_property
-    def exposed_s(self) -> float:
-        hidden = min(self.total_s, self.overlap_s)
-        return max(0.0, self.total_s - self.overlap_s) + self.slowdown * hidden
 
 
 @dataclass(frozen=True)
@@ -210,7 +186,6 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
         r = (recomputed_count(n, cfg) if str(cfg.recompute) == "full" else n) if again else 0
         rc, rcf, rck = rc + r * c.fw_s, rcf + r * c.fw_flops, rck + r * c.fw_kernels
         times.append((name if n > 1 else op.name, op.kind, n * (c.fw_s + c.bw_s) + r * c.fw_s))
-    from simtrain.parallel.comm_tasks import microbatch_comm, step_comm
     pm = _param_memory(model, blocks, items, cfg, lay, reg)
     mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks), fw, bw + rc,
                               pm, len(blocks))

@@ -35,6 +35,7 @@ import numpy as np
 from simtrain.cost.collectives import CollectiveResult, LogicalTopology, collective_time
 from simtrain.errors import SpecError
 from simtrain.parallel import placement as _pl
+from simtrain.parallel.placement import torus_axis_wraps
 
 __all__ = [
     "GroupPlacement", "DEFAULT_RANK_ORDER", "DEFAULT_LEAF_PORTS", "group_placement", "group_topology",
@@ -58,21 +59,6 @@ class GroupPlacement:
     sub_axes: tuple[tuple[int, int], ...]
     """(size, rank stride) of each mixed-radix part of the group (one part except for ep)."""
     topology: LogicalTopology
-
-
-def torus_axis_wraps(device, axis_len: int) -> bool:
-    """Whether a torus axis of ``axis_len`` chips has its wraparound link (hardware.md §3, [SB-TPU]):
-    TPU v5e/v6e only on a full 16-chip axis; other TPUs (v4, v5p) when the length is a multiple of 4;
-    a non-TPU torus (e.g. Trainium's) always."""
-    if axis_len < 3:
-        return False
-    name = getattr(device, "name", "")
-    kind = getattr(device, "kind", None)
-    if str(getattr(kind, "value", kind)) != "tpu":
-        return True
-    if any(tag in name for tag in ("v5e", "v5lite", "v6e")):
-        return axis_len == 16
-    return axis_len % 4 == 0
 
 
 # ----------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from simtrain.units import Dimension, UnitError, parse_quantity
 __all__ = [
     "Spec", "Sourced", "Bytes", "BytesPerS", "FlopsPerS", "Seconds", "Watts", "Hertz",
     "DollarsPerHour", "OpsPerS", "spec_error_from_validation", "positive", "nonneg", "iter_sourced",
+    "register_schema", "schema_for",
 ]
 
 T = TypeVar("T")
@@ -31,6 +32,11 @@ class Spec(BaseModel):
     #: the library folder kind ("device", "link", ...) of specs that live in their own file; None inline
     library_kind: ClassVar[str | None] = None
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("library_kind") is not None:
+            register_schema(cls.__dict__["library_kind"])(cls)
+
     @field_validator("*", mode="before")
     @classmethod
     def _no_boolean_numbers(cls, value, info):
@@ -38,6 +44,22 @@ class Spec(BaseModel):
         if isinstance(value, bool) and info.field_name and _number_not_bool(cls, info.field_name):
             raise ValueError(f"expected a number, got a boolean ({str(value).lower()})")
         return value
+
+
+_SCHEMAS: dict[str, type] = {}
+
+
+def register_schema(kind: str):
+    """Class decorator: ``kind`` files (``spec: kind``) validate against this class. Spec classes with a
+    ``library_kind`` register themselves; the loader looks them up here instead of importing them."""
+    def register(cls: type) -> type:
+        _SCHEMAS[kind] = cls
+        return cls
+    return register
+
+
+def schema_for(kind: str) -> type | None:
+    return _SCHEMAS.get(kind)
 
 
 @functools.cache

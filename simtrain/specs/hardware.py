@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
+from simtrain.errors import SpecError
 from simtrain.glossary import DeviceKind, DType, LinkKind
 from simtrain.specs.base import (
     Bytes,
@@ -25,6 +26,7 @@ from simtrain.specs.base import (
     Watts,
 )
 from simtrain.specs.efficiency import ComputeCurve, Efficiency  # noqa: F401  (re-exported)
+from simtrain.specs.library import load_reference
 
 __all__ = [
     "ComputeCurve", "Efficiency", "MatrixUnit", "MemoryTier", "Device", "Link", "Storage", "Host",
@@ -217,10 +219,8 @@ def _resolve(kind: str):
     :func:`simtrain.specs.library.resolve_reference`) is loaded; a mapping is validated inline."""
     def resolve(value: Any) -> Any:
         if isinstance(value, str):
-            from simtrain.errors import SpecError
-            from simtrain.specs import library
             try:
-                return library.load_reference(kind, value)
+                return load_reference(kind, value)
             except SpecError as err:  # reword as a plain reason: this field's path is added by pydantic
                 raise ValueError("; ".join(f"{i.file}: {i.field or '<document>'}: {i.reason}" if i.file
                                            else i.reason for i in err.issues)) from None

@@ -6,7 +6,9 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from simtrain.specs.base import Spec
+from simtrain.errors import SpecError
+from simtrain.specs.base import Spec, register_schema
+from simtrain.specs.references import referring_file, resolve_reference
 from simtrain.specs.train import TrainConfig
 
 __all__ = ["Job"]
@@ -16,16 +18,15 @@ def _reference(field: str):
     """After-validator: the value is a library name or a path that may be used from inside a spec file
     (relative, no ``..``, not out of the job file's folder through a symlink); it is not rewritten."""
     def check(value: str) -> str:
-        from simtrain.errors import SpecError
-        from simtrain.specs import library
         try:
-            library.resolve_reference(field, value, library.referring_file(), field)
+            resolve_reference(field, value, referring_file(), field)
         except SpecError as err:
             raise ValueError("; ".join(i.reason for i in err.issues)) from None
         return value
     return check
 
 
+@register_schema("job")
 class Job(Spec):
     """``workloads/jobs/*.yaml``: ``model`` and ``cluster`` are library names or paths relative to the
     job file (see :mod:`simtrain.specs.jobs`)."""

@@ -17,16 +17,24 @@ import functools
 import os
 import re
 import threading
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from simtrain._data import data_root
 from simtrain.errors import SpecError, SpecIssue
-from simtrain.specs.base import spec_error_from_validation
-from simtrain.specs.reading import clip, read_yaml_file
+from simtrain.specs.base import schema_for, spec_error_from_validation
+from simtrain.specs.reading import read_yaml_file
+from simtrain.specs.references import (
+    HARDWARE_DIR,
+    REFERRER,
+    REPO_ROOT,
+    WORKLOADS_DIR,
+    library_names,
+    library_path,
+    referring_file,
+    resolve_reference,
+)
 
 __all__ = [
     "REPO_ROOT", "HARDWARE_DIR", "WORKLOADS_DIR", "read_yaml", "read_spec_document", "library_names",
@@ -35,26 +43,9 @@ __all__ = [
     "referring_file",
 ]
 
-# The folder holding hardware_specs/ and workloads/: $SIMTRAIN_ROOT, else the copies shipped in the
-# installed wheel (importlib.resources), else the source checkout; see simtrain/_data/__init__.py.
-REPO_ROOT = data_root()
-HARDWARE_DIR = REPO_ROOT / "hardware_specs"
-WORKLOADS_DIR = REPO_ROOT / "workloads"
-
-_FOLDERS = {
-    "device": HARDWARE_DIR / "devices",
-    "link": HARDWARE_DIR / "links",
-    "node": HARDWARE_DIR / "nodes",
-    "cluster": HARDWARE_DIR / "clusters",
-    "efficiency": HARDWARE_DIR / "efficiency",
-    "model": WORKLOADS_DIR / "models",
-    "job": WORKLOADS_DIR / "jobs",
-}
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 SPEC_KINDS = ("device", "link", "node", "cluster", "efficiency", "model", "job")
 _LINES: dict[str, dict[str, int]] = {}  # file -> {field path: line} of its last read (64 most recent)
 _LINES_LOCK = threading.Lock()
-_REFERRER: ContextVar[str | None] = ContextVar("simtrain_spec_referrer", default=None)  # file being validated
 
 
 def _key(file: str | os.PathLike) -> str:
@@ -98,116 +89,25 @@ def read_spec_document(path: Path, expected: str | None = None) -> tuple[str, di
     return kind, body
 
 
-def _text(field: str, name_or_path: str | os.PathLike) -> str:
-    try:
-        text = os.fspath(name_or_path)
-    except TypeError:
-        raise SpecError.one(None, field, f"expected a name or a path, got {type(name_or_path).__name__}") from None
-    if not isinstance(text, str):
-        raise SpecError.one(None, field, "expected a name or a path as text, got bytes")
-    if "\x00" in text:
-        raise SpecError.one(None, field, f"{clip(text)} is not a valid name or path (NUL byte)")
-    return text
-
-
-def _looks_like_path(text: str) -> bool:
-    return text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text
-
-
-def library_path(kind: str, name_or_path: str | os.PathLike) -> Path:
-    """Path of a library item by name, or the path itself when one is given.
-
-    This is the entry point for names and paths the user gives directly (command line, ``load_*``):
-    any path is accepted here. References inside spec files go through :func:`resolve_reference`."""
-    text = _text(kind, name_or_path)
-    if _looks_like_path(text):
-        return Path(text)
-    if not _NAME.fullmatch(text):
-        raise SpecError.one(None, kind, f"{clip(text)} is not a library name (letters, digits, '.', '_', '-') "
-                            f"nor a .yaml path")
-    folder = _FOLDERS[kind]
-    for ext in (".yaml", ".yml"):
-        candidate = folder / f"{text}{ext}"
-        if candidate.exists():
-            return candidate
-    known = ", ".join(library_names(kind)) or "none"
-    raise SpecError.one(None, kind, f"no {kind} named {clip(text)} in {folder} (known: {known})")
-
-
-def _library_roots() -> list[str]:
-    roots = []
-    for folder in (HARDWARE_DIR, WORKLOADS_DIR):
-        try:
-            roots.append(os.path.realpath(os.fspath(folder)))
-        except TypeError:  # pragma: no cover - a library that is not on the file system
-            continue
-    return roots
-
-
-def _inside(path: str, root: str) -> bool:
-    try:
-        return os.path.commonpath([path, root]) == root
-    except ValueError:  # different drives
-        return False
-
-
-def resolve_reference(kind: str, value: str | os.PathLike, referrer: str | os.PathLike | None,
-                      field: str | None = None) -> str:
-    """A reference written inside a spec file (``device:`` of a node, ``node:`` of a cluster, a link,
-    ``model:`` / ``cluster:`` of a job) → a library name, or the real path of the file it names.
-
-    A name (no ``/``, no ``.yaml``) is returned as it is, for the library to look up. A path must be
-    relative to the referring file, must not be absolute nor contain ``..``, and once symlinks are
-    resolved must stay inside the referring file's folder or the library; anything else is a
-    :class:`SpecError` on ``field`` (the file is added by the caller). With no referring file (a
-    mapping validated from Python, e.g. ``Node.model_validate({"device": path, ...})``) the caller is
-    using the API directly and the path is returned as it is, like a ``load_*`` argument."""
-    field = field or kind
-    text = _text(field, value)
-    if not _looks_like_path(text) or referrer is None:
-        return text
-    if os.path.isabs(text) or text.startswith("~"):
-        raise SpecError.one(None, field, f"absolute path {clip(text)} refused in a spec file: use a library "
-                            "name or a path relative to this file")
-    if ".." in re.split(r"[\\/]", text):
-        raise SpecError.one(None, field, f"path {clip(text)} refused in a spec file: '..' may not leave "
-                            "the folder of this file")
-    base = os.path.dirname(os.path.abspath(os.fspath(referrer)))
-    real = os.path.realpath(os.path.join(base, text))
-    if not any(_inside(real, root) for root in [os.path.realpath(base), *_library_roots()]):
-        raise SpecError.one(None, field, f"path {clip(text)} refused: it resolves (through a symlink) outside "
-                            "the folder of this file and the library")
-    return real
-
-
-def referring_file() -> str | None:
-    """The spec file being validated right now (what references inside it are relative to), or None."""
-    return _REFERRER.get()
-
-
 def load_reference(kind: str, value: str | os.PathLike) -> Any:
     """Load the ``kind`` a spec file refers to, resolved by :func:`resolve_reference` against the file
     being validated (see :func:`validate_document`)."""
-    return _load(kind, resolve_reference(kind, value, _REFERRER.get()))
-
-
-def library_names(kind: str) -> list[str]:
-    folder = _FOLDERS[kind]
-    if not folder.is_dir():
-        return []
-    return sorted(p.stem for p in folder.iterdir() if p.suffix in (".yaml", ".yml"))
+    return _load(kind, resolve_reference(kind, value, REFERRER.get()))
 
 
 def _schema(kind: str) -> type[BaseModel]:
-    from simtrain.specs import hardware
-    if kind == "job":
-        from simtrain.specs.job import Job
-        return Job
-    if kind == "model":
-        from simtrain.graph.spec import ModelSpec
-        return ModelSpec
-    return {"device": hardware.Device, "link": hardware.Link, "node": hardware.Node,
-            "cluster": hardware.Cluster, "efficiency": hardware.Efficiency}[kind]
+    """The schema class of a library kind, from the registry its module fills in when imported
+    (:func:`simtrain.specs.base.register_schema`): this module never imports the schemas it loads."""
+    cls = schema_for(kind)
+    if cls is None and kind == "model":  # the model schema lives with the graph code
+        from simtrain.graph.spec import ModelSpec  # noqa: F401  (registers "model")
+        cls = schema_for(kind)
+    elif cls is None and kind == "job":
+        from simtrain.specs.job import Job  # noqa: F401  (registers "job")
+        cls = schema_for(kind)
+    if cls is None:
+        raise SpecError.one(None, "spec", f"no schema registered for {kind!r}")
+    return cls
 
 
 def _line_of(lines: dict[str, int], field: str) -> int | None:
@@ -230,7 +130,7 @@ def _with_lines(err: SpecError, file: str | None) -> SpecError:
 def validate_document(kind: str, body: dict, file: str | None) -> BaseModel:
     """Validate a parsed document as ``kind``; errors name ``file``, the field path and its line.
     References to other files inside ``body`` resolve against ``file`` (:func:`resolve_reference`)."""
-    token = _REFERRER.set(os.fspath(file) if file is not None else None)
+    token = REFERRER.set(os.fspath(file) if file is not None else None)
     try:
         return _schema(kind).model_validate(body)
     except ValidationError as err:
@@ -238,7 +138,7 @@ def validate_document(kind: str, body: dict, file: str | None) -> BaseModel:
     except SpecError as err:  # a referenced file is broken: keep its own file and field
         raise _with_lines(err, file) from None
     finally:
-        _REFERRER.reset(token)
+        REFERRER.reset(token)
 
 
 @functools.lru_cache(maxsize=512)
