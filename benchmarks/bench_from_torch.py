@@ -23,8 +23,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-from simtrain.graph.torch_import import from_torch
+from simtrain.graph.model import Model
 from validation.zoo import _TF, GPT
+
+from_torch = Model.from_torch
 
 TARGET_S = 10.0
 

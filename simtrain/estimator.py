@@ -55,7 +55,7 @@ def prepare_model(model: Model, cfg: TrainConfig) -> Model:
     arch = getattr(spec, "transformer", None)
     if flash is None or arch is None or arch.flash_attention == flash:
         return model
-    from simtrain.graph.builders import build_model
+    from simtrain.graph.model import build_model
     new_spec = spec.model_copy(update={"transformer": arch.model_copy(update={"flash_attention": flash})})
     if cfg.seq_len is not None and hasattr(new_spec, "with_seq_len") and new_spec.is_sequence_model:
         new_spec = new_spec.with_seq_len(cfg.seq_len)
@@ -111,9 +111,10 @@ def estimate(model: Model | str, cluster: Cluster | str, cfg: TrainConfig | dict
 
 
 def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgram,
-            engine: str = "estimate", finish_s: tuple[float, ...] | None = None) -> StepReport:
+            engine: str = "estimate", finish_s: tuple[float, ...] | None = None, data=None) -> StepReport:
     """StepReport from a program; ``finish_s`` (when each pipeline rank ends its last backward) lets
     the simulator pass its own; the estimate evaluates the same schedule (parallel/schedule.py).
+    ``data`` (busy seconds → PipelineTimes) lets the simulator pass its simulated input pipeline.
 
     Each rank's step: its overlapped parameter gathers, its pipeline work, then its exposed
     gradient sync and its optimizer step; the step ends with the last rank (whose numbers make the
@@ -127,7 +128,7 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     last = max(range(len(stages)), key=ends.__getitem__)
     ender, slowest = stages[last], max(stages, key=lambda st: st.microbatch_s)
     busy_s = ends[last]
-    data = pipeline_times(cfg.data, cfg.global_batch_size / lay.dp, busy_s, cluster.node)
+    data = (data or (lambda s: pipeline_times(cfg.data, cfg.global_batch_size / lay.dp, s, cluster.node)))(busy_s)
     breakdown = {
         "compute": m * (ender.fw_s + ender.bw_s), "recompute": m * ender.recompute_s,
         "comm_exposed": m * ender.exposed_comm_s() + ender.sync_before_s + ender.sync_after_s,

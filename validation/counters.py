@@ -3,7 +3,7 @@
 * FLOPs: ``torch.utils.flop_counter.FlopCounterMode`` over forward + loss + backward. It counts only
   the operators in its registry (matmuls, convolutions, attention); simtrain's count on *the same
   operators* is the sum of the per-ATen-operator FLOPs the torch importer records
-  (:func:`simtrain.graph.torch_import.aten_flops`). Two documented disagreements of the counter
+  (:func:`simtrain.graph.capture.importer.aten_flops`). Two documented disagreements of the counter
   (docs/flop-counter-disagreements.md) are handled the way the importer's tests handle them: the
   CPU flash-attention kernels get the counter's own CUDA formulas (the stock counter says 0), and the
   counter's weight gradient of a grouped convolution, which it multiplies by ``groups``, is corrected
@@ -65,7 +65,7 @@ def _registered_names() -> set[str]:
 
 def simtrain_counter_flops(model, batch: int) -> float:
     """simtrain's FLOPs of one step at ``batch`` over the operators the counter counts."""
-    from simtrain.graph.torch_import import aten_flops
+    from simtrain.graph.capture.importer import aten_flops
     known = _registered_names()
     return float(sum(f for (name, _), f in aten_flops(model, batch).items() if name in known))
 

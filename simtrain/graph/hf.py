@@ -24,13 +24,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from simtrain.errors import SpecError
-from simtrain.graph.builders import build_model
-from simtrain.graph.model import Model
 from simtrain.graph.spec import ModelSpec
 from simtrain.specs.base import spec_error_from_validation
 from simtrain.specs.reading import clip, read_json_file
 
-__all__ = ["from_hf_config", "hf_config_to_spec", "SUPPORTED_MODEL_TYPES"]
+__all__ = ["hf_config_to_spec", "SUPPORTED_MODEL_TYPES"]
 
 _MISSING = object()
 _ALIASES = {
@@ -193,9 +191,3 @@ def hf_config_to_spec(path_or_dict: str | os.PathLike | dict, *, seq_len: int | 
         return ModelSpec.model_validate(body)
     except ValidationError as err:
         raise spec_error_from_validation(err, file) from None
-
-
-def from_hf_config(path_or_dict: str | os.PathLike | dict, *, seq_len: int | None = None,
-                   name: str | None = None) -> Model:
-    """A Model from a Hugging Face config (file, folder holding ``config.json``, or dict)."""
-    return build_model(hf_config_to_spec(path_or_dict, seq_len=seq_len, name=name))

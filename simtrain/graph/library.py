@@ -13,8 +13,7 @@ import os
 from pathlib import Path
 
 from simtrain.errors import SpecError
-from simtrain.graph.builders import build_model
-from simtrain.graph.model import Model
+from simtrain.graph.model import Model, build_model
 from simtrain.graph.spec import ModelSpec
 from simtrain.specs.library import library_names, library_path, read_spec_document, validate_document
 

@@ -6,26 +6,19 @@ an architecture spec (``arch``) can be rebuilt for another sequence length (``wi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
 
 from simtrain.glossary import Phase
-from simtrain.graph.op import Op, PhaseCounts
+from simtrain.graph.builders import build_parts
+from simtrain.graph.hf import hf_config_to_spec
+from simtrain.graph.op import ModelParts, Op, PhaseCounts, UnmodelledOp
+from simtrain.graph.spec import ModelSpec
 
-__all__ = ["Model", "UnmodelledOp"]
-
-
-@dataclass(frozen=True, slots=True)
-class UnmodelledOp:
-    """An operator an importer saw but has no rule for: listed and counted, never dropped."""
-
-    name: str
-    count: int
-    phase: str
-    example_shapes: tuple[tuple[int, ...], ...] = ()
+__all__ = ["Model", "UnmodelledOp", "ModelParts", "build_model"]
 
 
 class Model:
@@ -113,16 +106,23 @@ class Model:
 
     # --- constructors living elsewhere ---------------------------------------------------------
     @classmethod
-    def from_hf_config(cls, path_or_dict, **kwargs) -> Model:
-        """A Hugging Face ``config.json`` (path or dict), no weights needed."""
-        from simtrain.graph.hf import from_hf_config
-        return from_hf_config(path_or_dict, **kwargs)
+    def from_parts(cls, parts: ModelParts) -> Model:
+        """The Model of what a builder or an importer produced."""
+        return cls(parts.name, parts.ops, edges=None if parts.edges is None else list(parts.edges), arch=parts.arch,
+                   seq_len=parts.seq_len, unmodelled=parts.unmodelled, rebuild=parts.rebuild, meta=parts.meta)
+
+    @classmethod
+    def from_hf_config(cls, path_or_dict, *, seq_len: int | None = None, name: str | None = None) -> Model:
+        """A Hugging Face ``config.json`` (path, folder or dict), no weights needed; ``seq_len``
+        defaults to the config's maximum positions."""
+        return build_model(hf_config_to_spec(path_or_dict, seq_len=seq_len, name=name))
 
     @classmethod
     def from_torch(cls, module, example_inputs, loss_fn=None, **kwargs) -> Model:
-        """Capture the real ATen graph of one training step of ``module``; dim 0 of inputs is the batch."""
-        from simtrain.graph.torch_import import from_torch
-        return from_torch(module, example_inputs, loss_fn=loss_fn, **kwargs)
+        """Capture the real ATen graph of one training step of ``module``; dim 0 of inputs is the batch
+        (see :func:`simtrain.graph.capture.importer.torch_parts` for the keyword options)."""
+        from simtrain.graph.capture.importer import torch_parts  # imports torch: only when asked
+        return cls.from_parts(torch_parts(module, example_inputs, loss_fn=loss_fn, **kwargs))
 
     def summary(self):
         """Per-op table (pandas DataFrame): params, FLOPs by phase, activation bytes, saved bytes."""
@@ -132,3 +132,16 @@ class Model:
     def __repr__(self) -> str:
         return (f"Model({self.name!r}, ops={len(self.ops)}, blocks={len(self.blocks)}, "
                 f"params={self.param_count:,}, seq_len={self.seq_len})")
+
+
+def _rebuilder(spec: ModelSpec) -> Callable[[int], Model] | None:
+    if not spec.is_sequence_model:
+        return None
+    return lambda seq_len: build_model(spec.with_seq_len(seq_len))
+
+
+@functools.lru_cache(maxsize=128)
+def build_model(spec: ModelSpec) -> Model:
+    """The op graph of ``spec`` (cached: the same spec gives the same Model object, so a sweep that
+    asks for the same model and sequence length again gets it back; ``with_seq_len`` goes through here)."""
+    return Model.from_parts(build_parts(spec, _rebuilder(spec)))

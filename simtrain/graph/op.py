@@ -10,12 +10,14 @@ FLOPs count one FMA as 2 FLOPs (the convention of datasheet peaks and FlopCounte
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from simtrain.glossary import DType, OpClass, Phase
 
-__all__ = ["PhaseCounts", "Gemm", "AttentionInfo", "MoEInfo", "Saved", "Op", "TpSplit", "ZERO"]
+__all__ = ["PhaseCounts", "Gemm", "AttentionInfo", "MoEInfo", "Saved", "Op", "TpSplit", "ZERO", "UnmodelledOp",
+           "ModelParts"]
 
 TpSplit = Literal["column", "row", "heads", "vocab", "expert", "replicate", "sequence"]
 """How tensor parallelism splits an op: column/row (Megatron linear splits), heads (attention core),
@@ -166,3 +168,29 @@ class Op:
         for d in self.out_shape:
             n *= d
         return float(n)
+
+
+@dataclass(frozen=True, slots=True)
+class UnmodelledOp:
+    """An operator an importer saw but has no rule for: listed and counted, never dropped."""
+
+    name: str
+    count: int
+    phase: str
+    example_shapes: tuple[tuple[int, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelParts:
+    """What a builder or an importer produces: the ops and edges of a model and what it was built from.
+    ``Model.from_parts`` turns it into a :class:`~simtrain.graph.model.Model`; builders and importers
+    never import the Model class (it sits above them: its constructors call them)."""
+
+    name: str
+    ops: tuple[Op, ...]
+    edges: tuple[tuple[str, str], ...] | None = None
+    arch: object = None
+    seq_len: int | None = None
+    unmodelled: tuple[UnmodelledOp, ...] = ()
+    rebuild: Callable[[int], object] | None = field(default=None, compare=False)
+    meta: dict | None = field(default=None, compare=False)

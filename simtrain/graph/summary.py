@@ -17,12 +17,16 @@ The model-level helpers make the accounting choices explicit:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from simtrain.glossary import OpClass
-from simtrain.graph.model import Model
 from simtrain.graph.op import Op, PhaseCounts
 from simtrain.graph.rules.attention import attention_flops
+
+if TYPE_CHECKING:
+    from simtrain.graph.model import Model
 
 __all__ = ["summary_frame", "model_flops", "active_param_count", "saved_bytes", "palm_flops_per_token",
            "MATRIX_CLASSES", "SUMMARY_ACT_BYTES"]

@@ -23,9 +23,11 @@ torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 import torch.utils.flop_counter as fc  # noqa: E402
 
+from simtrain.graph.capture.importer import aten_flops  # noqa: E402
 from simtrain.graph.model import Model  # noqa: E402
 from simtrain.graph.op import Gemm, PhaseCounts, Saved  # noqa: E402
-from simtrain.graph.torch_import import aten_flops, from_torch  # noqa: E402
+
+from_torch = Model.from_torch
 from validation.zoo import ZOO, build  # noqa: E402
 
 pytestmark = pytest.mark.torch

@@ -88,7 +88,7 @@ def library_model(name: str) -> st.Model:
 def tiny_model(layers: int, hidden: int, heads: int, kv_heads: int | None, activation: str, flash: bool,
                moe: tuple[int, int, int] | None, tied: bool, seq_len: int, vocab: int = 512) -> st.Model:
     """A tiny transformer (tests/unit/test_cp_ep.py ``_tiny_moe`` style): ``moe`` = (experts, top_k, every)."""
-    from simtrain.graph.builders import build_model
+    from simtrain.graph.model import build_model
     from simtrain.graph.spec import ModelSpec
     t: dict[str, Any] = {"layers": layers, "hidden": hidden, "heads": heads, "vocab": vocab, "ffn_hidden": 4 * hidden,
                          "activation": activation, "biases": activation != "swiglu", "flash_attention": flash,

@@ -41,7 +41,7 @@ def _leave_the_model_caches_as_found():
     ``build_model(its spec)`` to be one object does not meet a half-evicted pair."""
     yield
     from simtrain.graph import library
-    from simtrain.graph.builders import build_model
+    from simtrain.graph.model import build_model
     build_model.cache_clear()
     library._model_cached.cache_clear()
 

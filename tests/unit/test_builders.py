@@ -12,9 +12,8 @@ from pydantic import ValidationError
 import simtrain as st
 from simtrain.cli import main
 from simtrain.errors import SpecError
-from simtrain.graph.builders import build_model
 from simtrain.graph.hf import hf_config_to_spec
-from simtrain.graph.model import Model, UnmodelledOp
+from simtrain.graph.model import Model, UnmodelledOp, build_model
 from simtrain.graph.op import Saved
 from simtrain.graph.spec import ModelSpec
 from simtrain.graph.summary import active_param_count, model_flops, saved_bytes, summary_frame

@@ -67,7 +67,7 @@ S, H, A, V = 8, 16, 4, 32  # tiny MoE transformer: seq, hidden, heads, vocab
 
 
 def _tiny_moe(experts=4, top_k=2):
-    from simtrain.graph.builders import build_model
+    from simtrain.graph.model import build_model
     from simtrain.graph.spec import ModelSpec
     t = {"layers": 2, "hidden": H, "heads": A, "vocab": V, "ffn_hidden": 32, "activation": "swiglu",
          "biases": False, "moe": {"experts": experts, "top_k": top_k}}

@@ -30,7 +30,7 @@ USABLE = 10e9
 
 
 def tiny_gpt(layers: int = 4):
-    from simtrain.graph.builders import build_model
+    from simtrain.graph.model import build_model
     from simtrain.graph.spec import ModelSpec
     t = {"layers": layers, "hidden": H, "heads": A, "vocab": V, "dropout": 0.1}
     return build_model(ModelSpec.model_validate({"name": "tiny-gpt", "family": "transformer", "seq_len": S,

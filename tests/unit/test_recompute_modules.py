@@ -11,7 +11,7 @@ from simtrain.estimator import build_program, estimate
 
 
 def _tiny_gpt():
-    from simtrain.graph.builders import build_model
+    from simtrain.graph.model import build_model
     from simtrain.graph.spec import ModelSpec
     t = {"layers": 2, "hidden": 16, "heads": 4, "vocab": 32, "ffn_hidden": 64, "activation": "gelu",
          "biases": True, "flash_attention": False}

@@ -1,37 +1,28 @@
-"""Model builders: a :class:`~simtrain.graph.spec.ModelSpec` → a :class:`~simtrain.graph.model.Model`.
+"""Model builders: a :class:`~simtrain.graph.spec.ModelSpec` → :class:`~simtrain.graph.op.ModelParts`.
 
-:func:`build_model` dispatches on the family (and the CNN arch) and caches by spec (specs are
-frozen and hashable), so a sweep that asks for the same model and sequence length again gets the
-same object; ``Model.with_seq_len`` goes through the same cache.
+:func:`build_parts` dispatches on the family (and the CNN arch);
+:func:`simtrain.graph.model.build_model` wraps the parts in a Model and caches by spec.
 """
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 
 from simtrain.graph.builders.cnn import build_resnet
 from simtrain.graph.builders.cnn_plain import build_mobilenet, build_vgg
 from simtrain.graph.builders.mlp import build_mlp
 from simtrain.graph.builders.transformer import build_transformer
 from simtrain.graph.builders.vit import build_vit
-from simtrain.graph.model import Model
+from simtrain.graph.op import ModelParts
 from simtrain.graph.spec import ModelSpec
 
-__all__ = ["build_model"]
+__all__ = ["build_parts"]
 
 _CNN = {"resnet": build_resnet, "vgg": build_vgg, "mobilenet": build_mobilenet}
 
 
-def _rebuilder(spec: ModelSpec):
-    if not spec.is_sequence_model:
-        return None
-    return lambda seq_len: build_model(spec.with_seq_len(seq_len))
-
-
-@functools.lru_cache(maxsize=128)
-def build_model(spec: ModelSpec) -> Model:
-    """The op graph of ``spec`` (cached: the same spec gives the same Model object)."""
-    rebuild = _rebuilder(spec)
+def build_parts(spec: ModelSpec, rebuild: Callable[[int], object] | None = None) -> ModelParts:
+    """The ops and edges of ``spec``; ``rebuild(seq_len)`` is kept for ``Model.with_seq_len``."""
     if spec.family == "transformer":
         return build_transformer(spec, rebuild)
     if spec.family == "vit":

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simtrain.graph.builders.common import IN, Part, PartBuilder, assemble
-from simtrain.graph.model import Model
+from simtrain.graph.op import ModelParts
 from simtrain.graph.rules import conv_out_size
 from simtrain.graph.spec import CnnArch, ModelSpec
 
@@ -102,7 +102,7 @@ def classifier_head(x: Feature, classes: int, *, pool: bool = True) -> Part:
     return pb.build()
 
 
-def build_resnet(spec: ModelSpec, rebuild=None) -> Model:
+def build_resnet(spec: ModelSpec, rebuild=None) -> ModelParts:
     """The op graph of a ResNet classifier (per image)."""
     c = spec.cnn
     kind, stages = RESNET_LAYOUT[c.depth]

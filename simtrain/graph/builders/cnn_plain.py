@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from simtrain.graph.builders.cnn import Feature, classifier_head, conv_bn_relu
 from simtrain.graph.builders.common import IN, Part, PartBuilder, assemble
-from simtrain.graph.model import Model
+from simtrain.graph.op import ModelParts
 from simtrain.graph.rules import conv_out_size
 from simtrain.graph.spec import CnnArch, ModelSpec
 
@@ -57,7 +57,7 @@ def _vgg_head(x: Feature, c: CnnArch) -> Part:
     return pb.build()
 
 
-def build_vgg(spec: ModelSpec, rebuild=None) -> Model:
+def build_vgg(spec: ModelSpec, rebuild=None) -> ModelParts:
     """The op graph of a VGG classifier (per image)."""
     c = spec.cnn
     x = Feature(IN, c.channels, c.image_size)
@@ -74,7 +74,7 @@ def _width(channels: int, alpha: float) -> int:
     return max(8, int(channels * alpha))
 
 
-def build_mobilenet(spec: ModelSpec, rebuild=None) -> Model:
+def build_mobilenet(spec: ModelSpec, rebuild=None) -> ModelParts:
     """The op graph of MobileNet v1 at width multiplier α (per image)."""
     c = spec.cnn
     pb = PartBuilder("stem")

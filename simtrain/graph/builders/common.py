@@ -14,8 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from simtrain.graph.model import Model
-from simtrain.graph.op import Op
+from simtrain.graph.op import ModelParts, Op
 from simtrain.graph.rules import make_op
 
 __all__ = ["IN", "Part", "PartBuilder", "relocate", "assemble"]
@@ -81,8 +80,8 @@ def relocate(part: Part, block: str) -> Part:
 
 
 def assemble(name: str, parts: list[Part], *, arch: Any = None, seq_len: int | None = None,
-             rebuild: Callable[[int], Model] | None = None, meta: dict | None = None) -> Model:
-    """Chain ``parts`` into one Model (edges: internal ones, and each exit → the next entries)."""
+             rebuild: Callable[[int], object] | None = None, meta: dict | None = None) -> ModelParts:
+    """Chain ``parts`` into one model's parts (edges: internal ones, and each exit → the next entries)."""
     ops: list[Op] = []
     edges: list[tuple[str, str]] = []
     prev: Part | None = None
@@ -92,4 +91,4 @@ def assemble(name: str, parts: list[Part], *, arch: Any = None, seq_len: int | N
         if prev is not None:
             edges.extend((prev.full(prev.exit), part.full(e)) for e in part.entries)
         prev = part
-    return Model(name, ops, edges=edges, arch=arch, seq_len=seq_len, rebuild=rebuild, meta=meta)
+    return ModelParts(name, tuple(ops), edges=tuple(edges), arch=arch, seq_len=seq_len, rebuild=rebuild, meta=meta)

@@ -6,13 +6,13 @@ layer has no activation) and ``head`` (cross-entropy). The first linear needs no
 from __future__ import annotations
 
 from simtrain.graph.builders.common import IN, PartBuilder, assemble
-from simtrain.graph.model import Model
+from simtrain.graph.op import ModelParts
 from simtrain.graph.spec import ModelSpec
 
 __all__ = ["build_mlp"]
 
 
-def build_mlp(spec: ModelSpec, rebuild=None) -> Model:
+def build_mlp(spec: ModelSpec, rebuild=None) -> ModelParts:
     """The op graph of an MLP classifier (per sample: one row)."""
     m = spec.mlp
     widths = m.widths

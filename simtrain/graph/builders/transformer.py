@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from simtrain.graph.builders.common import IN, Part, PartBuilder, assemble, relocate
 from simtrain.graph.builders.layers import is_moe_layer, layer_part, norm
-from simtrain.graph.model import Model
+from simtrain.graph.op import ModelParts
 from simtrain.graph.spec import ModelSpec, TransformerArch
 
 __all__ = ["build_transformer", "embed_part", "head_part", "layer_parts"]
@@ -71,7 +71,7 @@ def head_part(t: TransformerArch, s: int, tied_to: str = "embed/tok") -> Part:
     return pb.build()
 
 
-def build_transformer(spec: ModelSpec, rebuild=None) -> Model:
+def build_transformer(spec: ModelSpec, rebuild=None) -> ModelParts:
     """The op graph of a text transformer at ``spec.seq_len`` tokens per sample."""
     t, s = spec.transformer, spec.seq_len
     parts = [embed_part(t, s), *layer_parts(t, s)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from simtrain.graph.builders.common import IN, Part, PartBuilder, assemble
 from simtrain.graph.builders.layers import norm
 from simtrain.graph.builders.transformer import layer_parts
-from simtrain.graph.model import Model
+from simtrain.graph.op import ModelParts
 from simtrain.graph.spec import ModelSpec, TransformerArch, VitArch
 
 __all__ = ["build_vit"]
@@ -43,7 +43,7 @@ def _head(v: VitArch, t: TransformerArch) -> Part:
     return pb.build()
 
 
-def build_vit(spec: ModelSpec, rebuild=None) -> Model:
+def build_vit(spec: ModelSpec, rebuild=None) -> ModelParts:
     """The op graph of a ViT classifier (per image)."""
     v, t = spec.vit, spec.transformer
     parts = [_embed(v, t), *layer_parts(t, v.tokens), _head(v, t)]

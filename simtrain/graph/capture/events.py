@@ -1,6 +1,6 @@
 """Records of a captured training step, free of torch: what the ATen rules and the importer consume.
 
-A capture (:mod:`simtrain.graph.torch_capture`) turns every ATen operator that ran during one
+A capture (:mod:`simtrain.graph.capture.capture`) turns every ATen operator that ran during one
 forward + loss + backward into an :class:`AtenEvent` whose tensors are replaced by
 :class:`TensorMeta` (shape, dtype, storage identity, provenance). Keeping these records free of
 torch lets the rules be tested on hand-built shapes and keeps the importer deterministic.

@@ -1,6 +1,6 @@
 """ATen rules for embedding / indexing, pooling, reductions, losses, copies, fills and views.
 
-FLOP counts follow the table in :mod:`simtrain.graph.torch_rules_vector` (one FLOP per arithmetic
+FLOP counts follow the table in :mod:`simtrain.graph.aten.vector` (one FLOP per arithmetic
 operation, comparisons included). Views alias their input and cost nothing; copies move bytes and
 compute nothing; fills and random generators only write (``io="write"``); allocations
 (``empty*``) neither read nor write.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from math import log2, prod
 
 from simtrain.glossary import OpClass
-from simtrain.graph.aten_rules import AtenCost, register
-from simtrain.graph.torch_events import AtenEvent
+from simtrain.graph.aten.registry import AtenCost, register
+from simtrain.graph.capture.events import AtenEvent
 
 __all__ = ["VIEW_OPS", "COPY_OPS", "FILL_OPS", "ALLOC_OPS", "REDUCTION_FLOPS"]
 

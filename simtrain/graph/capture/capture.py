@@ -8,7 +8,7 @@ Three hooks run together (all public or documented-private torch APIs):
 * a ``TorchDispatchMode`` records every ATen operator as an :class:`AtenEvent`, in the forward under
   the open call, in the backward under the call that tagged the running autograd node
   (``torch._C._current_autograd_node()``); AccumulateGrad's operators mark the final parameter
-  gradients (the sinks that split agrad from wgrad, see :mod:`simtrain.graph.torch_phase`);
+  gradients (the sinks that split agrad from wgrad, see :mod:`simtrain.graph.capture.phase`);
 * ``torch.autograd.graph.saved_tensors_hooks`` sees every tensor autograd saves; storages are
   deduplicated (first sighting wins), parameters and buffers are excluded (saved by reference:
   model state, not activation memory).
@@ -29,7 +29,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from simtrain.graph.torch_events import AtenEvent, CallRecord, SavedRecord, TensorMeta
+from simtrain.graph.capture.events import AtenEvent, CallRecord, SavedRecord, TensorMeta
 
 __all__ = ["Capture", "Recorder", "CallMode", "AtenMode", "storage_key"]
 

@@ -28,7 +28,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simtrain.graph.torch_events import AtenEvent, TensorMeta
+from simtrain.graph.capture.events import AtenEvent, TensorMeta
 
 __all__ = ["BackwardPhases", "classify_backward"]
 

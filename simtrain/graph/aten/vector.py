@@ -1,5 +1,5 @@
 """ATen rules for vector work: elementwise maths, norms, softmax, dropout, embedding, pooling,
-reductions, losses, copies, fills and views (see :mod:`simtrain.graph.aten_rules` for the registry).
+reductions, losses, copies, fills and views (see :mod:`simtrain.graph.aten` for the registry).
 
 FlopCounterMode counts none of these (it only knows matrix, convolution and attention kernels);
 simtrain counts them from first principles, one FLOP per arithmetic operation of the defining
@@ -48,8 +48,8 @@ bytes but compute nothing; fills and random generators only write.
 from __future__ import annotations
 
 from simtrain.glossary import OpClass
-from simtrain.graph.aten_rules import AtenCost, Part, register
-from simtrain.graph.torch_events import AtenEvent
+from simtrain.graph.aten.registry import AtenCost, Part, register
+from simtrain.graph.capture.events import AtenEvent
 
 __all__ = ["ELEMENTWISE_FLOPS"]
 

@@ -40,10 +40,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from simtrain.graph.aten_rules import AtenCost
+from simtrain.graph.aten.registry import AtenCost
+from simtrain.graph.capture.events import AtenEvent, SavedRecord, TensorMeta
+from simtrain.graph.capture.phase import BackwardPhases
 from simtrain.graph.op import PhaseCounts, Saved
-from simtrain.graph.torch_events import AtenEvent, SavedRecord, TensorMeta
-from simtrain.graph.torch_phase import BackwardPhases
 
 __all__ = ["OpCounts", "fold_event", "fold_saved"]
 

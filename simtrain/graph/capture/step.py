@@ -1,4 +1,4 @@
-"""One training step under the capture hooks of :mod:`simtrain.graph.torch_capture`: inputs and
+"""One training step under the capture hooks of :mod:`simtrain.graph.capture.capture`: inputs and
 batch size, real or fake tensors, module paths, the loss, the backward, and putting the module back
 as it was (gradients, buffers, RNG)."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from simtrain.graph.torch_capture import AtenMode, CallMode, Capture, Recorder, storage_key
+from simtrain.graph.capture.capture import AtenMode, CallMode, Capture, Recorder, storage_key
 
 __all__ = ["capture_step"]
 

@@ -1,9 +1,9 @@
 """``Model.from_torch``: the real operator graph of one training step of an nn.Module.
 
-Pipeline: :func:`~simtrain.graph.torch_step.capture_step` runs forward, loss and backward under a
+Pipeline: :func:`~simtrain.graph.capture.step.capture_step` runs forward, loss and backward under a
 torch-function mode, an ATen dispatch mode and saved-tensor hooks; the ATen rules
-(:mod:`simtrain.graph.aten_rules`) price each operator; :mod:`simtrain.graph.torch_phase` splits the
-backward into agrad / wgrad by data flow; :mod:`simtrain.graph.torch_build` folds the events of each
+(:mod:`simtrain.graph.aten`) price each operator; :mod:`simtrain.graph.capture.phase` splits the
+backward into agrad / wgrad by data flow; :mod:`simtrain.graph.capture.build` folds the events of each
 top-level torch call (``F.linear``, ``F.layer_norm``, ``x + y``, ...) into one
 :class:`~simtrain.graph.op.Op` together with the backward work of the autograd nodes that call
 created. Calls that do no work at all (pure views) make no op; they are counted in
@@ -29,17 +29,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simtrain.glossary import DType, OpClass
-from simtrain.graph.aten_rules import CLASS_RANK, AtenCost, evaluate
-from simtrain.graph.model import Model, UnmodelledOp
-from simtrain.graph.op import Gemm, Op, PhaseCounts
-from simtrain.graph.torch_build import OpCounts, fold_event, fold_saved
-from simtrain.graph.torch_events import AtenEvent, CallRecord, TensorMeta
-from simtrain.graph.torch_phase import BackwardPhases, classify_backward
+from simtrain.graph.aten import CLASS_RANK, AtenCost, evaluate
+from simtrain.graph.capture.build import OpCounts, fold_event, fold_saved
+from simtrain.graph.capture.events import AtenEvent, CallRecord, TensorMeta
+from simtrain.graph.capture.phase import BackwardPhases, classify_backward
+from simtrain.graph.op import Gemm, ModelParts, Op, PhaseCounts, UnmodelledOp
 
-__all__ = ["from_torch", "build_model", "aten_flops", "KIND_OF_CALL"]
+if TYPE_CHECKING:
+    from simtrain.graph.model import Model
+
+__all__ = ["torch_parts", "graph_parts", "aten_flops", "KIND_OF_CALL"]
 
 _DTYPES = {"float32": DType.FP32, "float16": DType.FP16, "bfloat16": DType.BF16, "float64": DType.FP64,
            "int64": DType.INT64, "int8": DType.INT8, "bool": DType.BOOL, "float8_e4m3fn": DType.FP8,
@@ -60,22 +62,23 @@ KIND_OF_CALL = {
 _FP32_KINDS = frozenset({"softmax", "cross_entropy", "loss"})
 
 
-def from_torch(module, example_inputs, loss_fn=None, *, name: str | None = None, block_depth: int = 1,
-               seq_len: int | None = None, fake: bool | None = None) -> Model:
-    """Capture one training step of ``module`` on ``example_inputs`` (dim 0 = batch) as a Model.
+def torch_parts(module, example_inputs, loss_fn=None, *, name: str | None = None, block_depth: int = 1,
+               seq_len: int | None = None, fake: bool | None = None) -> ModelParts:
+    """Capture one training step of ``module`` on ``example_inputs`` (dim 0 = batch) as model parts
+    (``Model.from_torch`` wraps them).
 
     ``loss_fn(output) -> scalar`` (default: the sum of the floating outputs). ``fake`` None uses
     fake tensors (no memory, no arithmetic) when parameters or inputs are on the meta device.
     ``seq_len`` defaults to dim 1 of an integer (token id) first input.
     """
     from simtrain.errors import SpecError
-    from simtrain.graph.torch_step import capture_step
+    from simtrain.graph.capture.step import capture_step
     if not isinstance(block_depth, int) or block_depth < 1:
         raise SpecError.one(None, "block_depth", f"must be a positive integer, got {block_depth!r}")
     cap = capture_step(module, example_inputs, loss_fn, fake=fake)
     if seq_len is None:
         seq_len = _token_seq_len(example_inputs)
-    return build_model(cap, name=name or type(module).__name__, block_depth=block_depth, seq_len=seq_len)
+    return graph_parts(cap, name=name or type(module).__name__, block_depth=block_depth, seq_len=seq_len)
 
 
 def _token_seq_len(example_inputs: Any) -> int | None:
@@ -256,8 +259,8 @@ def _param_owners(cap, by_call) -> tuple[dict[int, int], list[str]]:
     return dict(counts), unused if unused_numel else []
 
 
-def build_model(cap, *, name: str, block_depth: int = 1, seq_len: int | None = None) -> Model:
-    """Fold a :class:`~simtrain.graph.torch_capture.Capture` into a Model (see module docstring)."""
+def graph_parts(cap, *, name: str, block_depth: int = 1, seq_len: int | None = None) -> ModelParts:
+    """Fold a :class:`~simtrain.graph.capture.capture.Capture` into model parts (see module docstring)."""
     costs = {ev.index: evaluate(ev) for ev in cap.events}
     phases = classify_backward(cap.events, cap.sinks, lambda ev: costs[ev.index] is not None and
                                costs[ev.index].op_class in (OpClass.MEMORY, OpClass.ELEMENTWISE))
@@ -294,8 +297,8 @@ def build_model(cap, *, name: str, block_depth: int = 1, seq_len: int | None = N
     meta = {"source": "torch", "capture_batch_size": cap.batch_size, "capture": "fake" if cap.fake else "real",
             "block_depth": block_depth, "zero_cost_calls": zero_cost, "aten_events": len(cap.events),
             "unused_params": unused}
-    return Model(name, ops, edges=_edges(cap, op_of_call, names), seq_len=seq_len, unmodelled=unmodelled,
-                 meta=meta)
+    return ModelParts(name, tuple(ops), edges=tuple(_edges(cap, op_of_call, names)), seq_len=seq_len,
+                      unmodelled=unmodelled, meta=meta)
 
 
 def _fold_into(acc: OpCounts, evs, saved, cap, costs, phases) -> None:
