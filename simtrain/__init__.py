@@ -33,6 +33,8 @@ _EXPORTS = {
     "measure": "simtrain.calibrate.measure", "calibrate": "simtrain.calibrate.fit",
     "RunRecord": "simtrain.calibrate.runs", "calibrate_runs": "simtrain.calibrate.runs",
     "Calibration": "simtrain.calibrate.runs", "load_calibration": "simtrain.calibrate.runs",
+    "compare": "simtrain.report.compare",
+    "simulate_run": "simtrain.sim.goodput",
     # software stacks
     "Stack": "simtrain.specs.stack", "load_stack": "simtrain.specs.stack", "stack_names": "simtrain.specs.stack",
     # errors and words

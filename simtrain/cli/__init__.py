@@ -16,7 +16,8 @@ from simtrain.errors import SimtrainError, SpecError
 __all__ = ["main", "build_parser"]
 
 #: subcommand modules, in help order; each defines register(subparsers) and sets func on its parser.
-SUBCOMMANDS = ("specs", "stacks", "check", "model", "estimate", "simulate", "sweep", "plan", "calibrate", "validate")
+SUBCOMMANDS = ("specs", "stacks", "check", "model", "estimate", "simulate", "sweep", "plan", "calibrate", "validate",
+               "compare", "plot", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:
