@@ -67,7 +67,8 @@ def _storage_rate(data: DataPipeline, node: Node | None) -> float | None:
 
 
 def _h2d_rate(data: DataPipeline, node: Node | None) -> float | None:
-    link = node.host.pcie_link if node is not None else None
+    # the host's own PCIe link when the node spec gives one, else the device's host link
+    link = None if node is None else (node.host.pcie_link or node.device.host_link)
     if link is None:
         return None
     rate = link.per_direction_bytes_per_s

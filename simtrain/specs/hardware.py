@@ -8,228 +8,28 @@ References between files are by library name ("device: a100-sxm4-80gb") and are 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import Field, model_validator
 
-from simtrain.errors import SpecError
-from simtrain.glossary import DeviceKind, DType, LinkKind
-from simtrain.specs.base import (
-    Bytes,
-    BytesPerS,
-    DollarsPerHour,
-    FlopsPerS,
-    Hertz,
-    Seconds,
-    Sourced,
-    Spec,
-    Watts,
+from simtrain.specs.base import Bytes, BytesPerS, Seconds, Sourced, Spec
+from simtrain.specs.components import (  # noqa: F401  (re-exported: the public home of every hardware schema)
+    Device,
+    DeviceRef,
+    Fraction,
+    Link,
+    LinkRef,
+    MatrixUnit,
+    MemoryTier,
+    Name,
+    resolve_ref,
 )
 from simtrain.specs.efficiency import ComputeCurve, Efficiency  # noqa: F401  (re-exported)
-from simtrain.specs.library import load_reference
 
 __all__ = [
     "ComputeCurve", "Efficiency", "MatrixUnit", "MemoryTier", "Device", "Link", "Storage", "Host",
     "Fabric", "Node", "Network", "Cluster",
 ]
-
-Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", min_length=1, max_length=80)]
-Fraction = Annotated[float, Field(gt=0, le=1)]
-
-
-# ----------------------------------------------------------------------------------------------
-# Device
-# ----------------------------------------------------------------------------------------------
-class MatrixUnit(Spec):
-    """Geometry of the matrix engine, enough to derive the datasheet peak and alignment effects.
-
-    ``derived peak = units_count × fma_per_clock_per_unit × 2 × clock_hz`` (one FMA = 2 FLOPs).
-    """
-
-    kind: Literal["tensor_core", "matrix_core", "mxu", "dsp", "ai_engine", "systolic", "simd", "wafer_core", "mme",
-                  "neuron_core"]
-    """``matrix_core`` is AMD's name (per compute unit); ``dsp`` an FPGA DSP slice at the design clock."""
-    units_count: Sourced[Annotated[int, Field(ge=1, le=10_000_000)]]
-    fma_per_clock_per_unit: dict[DType, Annotated[float, Field(gt=0, le=1e6)]]
-    clock_hz: Sourced[Hertz]
-    tile: tuple[int, int, int] | None = None
-    """(m, n, k) granularity a matmul must align to for full efficiency (tensor-core tile / MXU)."""
-    parallel_tiles: Annotated[int, Field(ge=1)] | None = None
-    """How many output tiles run at once (SMs on a GPU): partial last waves lose throughput."""
-    source: Annotated[str, Field(min_length=2, max_length=300)] | None = None
-    """Where ``fma_per_clock_per_unit`` and ``tile`` come from (they are plain numbers, not Sourced)."""
-
-    @model_validator(mode="after")
-    def _check_tile(self) -> MatrixUnit:
-        if self.tile is not None and min(self.tile) < 1:
-            raise ValueError("tile dims must be >= 1")
-        return self
-
-    def derived_peak_flops_per_s(self, dtype: DType) -> float | None:
-        fma = self.fma_per_clock_per_unit.get(dtype)
-        if fma is None:
-            return None
-        return self.units_count.value * fma * 2.0 * self.clock_hz.value
-
-
-class MemoryTier(Spec):
-    """One level of the memory hierarchy, fastest first (SRAM/cache ... HBM/DDR)."""
-
-    name: Name
-    level: Literal["register", "sram", "cache", "hbm", "ddr", "host", "flash"]
-    capacity_bytes: Sourced[Bytes]
-    usable_capacity_bytes: Sourced[Bytes] | None = None
-    bandwidth_bytes_per_s: Sourced[BytesPerS]
-    latency_s: Sourced[Seconds] | None = None
-
-    @model_validator(mode="after")
-    def _usable_le_nominal(self) -> MemoryTier:
-        u = self.usable_capacity_bytes
-        if u is not None and u.value > self.capacity_bytes.value * 1.0000001:
-            raise ValueError(f"usable_capacity_bytes ({u.value:.6g} B) exceeds capacity_bytes "
-                             f"({self.capacity_bytes.value:.6g} B)")
-        return self
-
-    @property
-    def usable_bytes(self) -> float:
-        return (self.usable_capacity_bytes or self.capacity_bytes).value
-
-
-class Device(Spec):
-    """One accelerator (or CPU socket): dense peaks per dtype, memory tiers, matrix unit, power, price."""
-
-    library_kind: ClassVar[str | None] = "device"
-
-    name: Name
-    kind: DeviceKind
-    vendor: str | None = None
-    description: str = ""
-    peak_flops_per_s: dict[DType, Sourced[FlopsPerS]]
-    """Dense peak per dtype (never the 2:4-sparse figure). For int8 the value is ops/s."""
-    vector_flops_per_s: Sourced[FlopsPerS] | None = None
-    """Non-matrix (SIMD / CUDA-core) fp32 rate used by elementwise ops; defaults to the fp32 peak."""
-    memory: Annotated[list[MemoryTier], Field(min_length=1, max_length=8)]
-    main_memory: Name | None = None
-    """Tier that holds weights and activations; the last tier when omitted."""
-    matrix_unit: MatrixUnit | None = None
-    tdp_w: Sourced[Watts] | None = None
-    idle_power_w: Sourced[Watts] | None = None
-    price_per_hour: Sourced[DollarsPerHour] | None = None
-    efficiency: Efficiency | None = None
-    host_link: Name | None = None
-    memory_external: MemoryTier | None = None
-    """An off-device store the device streams from, not part of its own hierarchy (Cerebras MemoryX:
-    weights live there and are streamed in layer by layer; ``bandwidth_bytes_per_s`` is the streaming
-    rate into one device, i.e. the system I/O, not the store's internal rate). None for everything else."""
-    notes: str | None = None
-
-    @model_validator(mode="after")
-    def _check(self) -> Device:
-        if not self.peak_flops_per_s:
-            raise ValueError("peak_flops_per_s needs at least one dtype")
-        names = [t.name for t in self.memory]
-        if len(set(names)) != len(names):
-            raise ValueError(f"memory tier names must be unique, got {names}")
-        if self.main_memory is not None and self.main_memory not in names:
-            raise ValueError(f"main_memory {self.main_memory!r} is not one of the memory tiers {names}")
-        caps = [t.capacity_bytes.value for t in self.memory]
-        if any(b < a for a, b in zip(caps, caps[1:], strict=False)):
-            raise ValueError("memory tiers must be ordered fastest/smallest first (capacity non-decreasing)")
-        if self.idle_power_w and self.tdp_w and self.idle_power_w.value > self.tdp_w.value:
-            raise ValueError("idle_power_w exceeds tdp_w")
-        if self.memory_external is not None and self.memory_external.name in names:
-            raise ValueError(f"memory_external.name {self.memory_external.name!r} repeats a memory tier name")
-        return self
-
-    # --- derived views -------------------------------------------------------------------------
-    @property
-    def main_tier(self) -> MemoryTier:
-        if self.main_memory is None:
-            return self.memory[-1]
-        return next(t for t in self.memory if t.name == self.main_memory)
-
-    @property
-    def memory_capacity_bytes(self) -> float:
-        return self.main_tier.capacity_bytes.value
-
-    @property
-    def usable_memory_bytes(self) -> float:
-        return self.main_tier.usable_bytes
-
-    @property
-    def memory_bandwidth_bytes_per_s(self) -> float:
-        return self.main_tier.bandwidth_bytes_per_s.value
-
-    def peak(self, dtype: DType | str) -> float | None:
-        """Dense peak FLOP/s for ``dtype``; ``None`` when the device has no such path."""
-        s = self.peak_flops_per_s.get(DType(dtype))
-        return None if s is None else s.value
-
-    @property
-    def vector_peak_flops_per_s(self) -> float:
-        if self.vector_flops_per_s is not None:
-            return self.vector_flops_per_s.value
-        for dt in (DType.FP32, DType.BF16, DType.FP16, DType.INT8):
-            if dt in self.peak_flops_per_s:
-                return self.peak_flops_per_s[dt].value
-        return next(iter(self.peak_flops_per_s.values())).value
-
-
-# ----------------------------------------------------------------------------------------------
-# Links, hosts, nodes, clusters
-# ----------------------------------------------------------------------------------------------
-class Link(Spec):
-    """One link (port or lane group). Give exactly one of per-direction or bidirectional bandwidth:
-    vendors quote NVLink and ICI as bidirectional totals; NCCL bus bandwidth is per direction."""
-
-    library_kind: ClassVar[str | None] = "link"
-
-    name: Name
-    kind: LinkKind
-    description: str = ""
-    generation: str | None = None
-    bandwidth_per_direction_bytes_per_s: Sourced[BytesPerS] | None = None
-    bandwidth_bidirectional_bytes_per_s: Sourced[BytesPerS] | None = None
-    latency_s: Sourced[Seconds]
-    lanes: Annotated[int, Field(ge=1, le=1024)] | None = None
-
-    @model_validator(mode="after")
-    def _one_bandwidth(self) -> Link:
-        given = [b for b in (self.bandwidth_per_direction_bytes_per_s, self.bandwidth_bidirectional_bytes_per_s)
-                 if b is not None]
-        if len(given) != 1:
-            raise ValueError("give exactly one of bandwidth_per_direction_bytes_per_s and "
-                             "bandwidth_bidirectional_bytes_per_s")
-        return self
-
-    @property
-    def per_direction_bytes_per_s(self) -> float:
-        """Per-direction bandwidth: the bidirectional total halved (full duplex links)."""
-        if self.bandwidth_per_direction_bytes_per_s is not None:
-            return self.bandwidth_per_direction_bytes_per_s.value
-        return self.bandwidth_bidirectional_bytes_per_s.value / 2.0
-
-    @property
-    def latency(self) -> float:
-        return self.latency_s.value
-
-
-def _resolve(kind: str):
-    """Before-validator: a library name (or a path relative to the spec file, see
-    :func:`simtrain.specs.library.resolve_reference`) is loaded; a mapping is validated inline."""
-    def resolve(value: Any) -> Any:
-        if isinstance(value, str):
-            try:
-                return load_reference(kind, value)
-            except SpecError as err:  # reword as a plain reason: this field's path is added by pydantic
-                raise ValueError("; ".join(f"{i.file}: {i.field or '<document>'}: {i.reason}" if i.file
-                                           else i.reason for i in err.issues)) from None
-        return value
-    return BeforeValidator(resolve)
-
-
-LinkRef = Annotated[Link, _resolve("link")]
-DeviceRef = Annotated[Device, _resolve("device")]
 
 
 class Storage(Spec):
@@ -339,7 +139,7 @@ class Cluster(Spec):
 
     name: Name
     description: str = ""
-    node: Annotated[Node, _resolve("node")]
+    node: Annotated[Node, resolve_ref("node")]
     nodes_count: Annotated[int, Field(ge=1, le=1_000_000)]
     network: Network
 
