@@ -60,10 +60,32 @@ def hardware_cluster(name: str | os.PathLike, nodes: int | None = None, arg: str
             hint = f"; clusters with it: {', '.join(users)}" if users else ""
             raise SpecError.one(None, arg, f"{text!r} is a device, and nodes={nodes} needs a cluster{hint}")
         return Cluster.single(load_device(text))
+    if looks_like_path(text) and _file_kind(text) == "device":
+        return hardware_cluster_of_device_file(text, nodes, arg)
     if not looks_like_path(text) and text not in library_names("cluster"):
         raise SpecError.one(None, arg, f"no cluster or device named {clip(text)} (clusters: "
                             f"{', '.join(library_names('cluster'))}; devices: {', '.join(library_names('device'))})")
     return load_cluster(text, nodes=nodes)
+
+
+def _file_kind(path: str) -> str | None:
+    """The ``spec:`` kind of a spec file, or None when it is not one (the loader then says why)."""
+    from pathlib import Path
+
+    from simtrain.specs.library import read_spec_document
+    try:
+        return read_spec_document(Path(path))[0]
+    except SpecError:
+        return None
+
+
+def hardware_cluster_of_device_file(path: str, nodes: int | None, arg: str):
+    """A device spec file as hardware: one device, no network (``nodes`` needs a cluster)."""
+    from simtrain.specs.hardware import Cluster
+    from simtrain.specs.library import load_device
+    if nodes not in (None, 1):
+        raise SpecError.one(path, arg, f"a device spec, and nodes={nodes} needs a cluster spec")
+    return Cluster.single(load_device(path))
 
 
 def _clusters_with_device(device: str) -> list[str]:

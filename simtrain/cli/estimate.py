@@ -52,7 +52,6 @@ def load_job_inputs(args):
     from simtrain.errors import SpecError
     from simtrain.graph.library import load_model
     from simtrain.specs.jobs import job_path, job_reference, load_job
-    from simtrain.specs.train import TrainConfig
     overrides = _overrides(args)
     if args.job:
         job, file = load_job(args.job), job_path(args.job)
@@ -68,7 +67,22 @@ def load_job_inputs(args):
     if getattr(args, "calibration", None):
         from simtrain.calibrate.runs import load_calibration
         cluster = load_calibration(args.calibration).apply(cluster)
-    return model, cluster, TrainConfig.build(args.job, **cfg_fields), tokens
+    return model, cluster, _config(args.job, cfg_fields, overrides), tokens
+
+
+def _config(job: str | None, fields: dict, overrides: dict):
+    """The TrainConfig; a bad value given as a flag is blamed on the flag, not on the job file."""
+    from simtrain.errors import SpecError, SpecIssue
+    from simtrain.specs.train import TrainConfig
+    try:
+        return TrainConfig.build(job, **fields)
+    except SpecError as err:
+        def culprit(issue):
+            top = issue.field.split(".")[0]
+            if top in overrides:
+                return SpecIssue(None, f"--{top.replace('_', '-')}", issue.reason)
+            return issue
+        raise SpecError([culprit(i) for i in err.issues]) from None
 
 
 def run(args) -> int:
