@@ -29,6 +29,7 @@ _EXPORTS = {
     # verbs and results
     "estimate": "simtrain.estimator", "StepReport": "simtrain.report.step_report",
     "simulate": "simtrain.sim", "sweep": "simtrain.search", "plan": "simtrain.search",
+    "pareto_front": "simtrain.search.plan",
     "estimate_heterogeneous": "simtrain.parallel.hetero",
     "measure": "simtrain.calibrate.measure", "calibrate": "simtrain.calibrate.fit",
     "RunRecord": "simtrain.calibrate.runs", "calibrate_runs": "simtrain.calibrate.runs",

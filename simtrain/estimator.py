@@ -17,9 +17,11 @@ import dataclasses
 
 from simtrain.cost.data_pipeline import pipeline_times
 from simtrain.cost.emulation import emulated_cluster, emulation_warning
+from simtrain.cost.fpga import execution_problems
 from simtrain.cost.precision import regime
 from simtrain.errors import SimtrainError, SpecError
 from simtrain.graph.model import Model
+from simtrain.graph.summary import MATRIX_CLASSES
 from simtrain.inputs import as_cluster, as_config, as_model
 from simtrain.parallel.memory_plan import stage_memories
 from simtrain.parallel.model_index import model_index
@@ -64,7 +66,8 @@ def prepare_model(model: Model, cfg: TrainConfig) -> Model:
 
 def build_program(model: Model, cluster: Cluster, cfg: TrainConfig, comm=None) -> RankProgram | list[str]:
     """The per-rank program (one StageProgram per pipeline stage), or the reasons there is none."""
-    reasons = layout_problems(cfg, cluster.devices_count, model)
+    reasons = layout_problems(cfg, cluster.devices_count, model) + execution_problems(
+        model, cluster, cfg, regime(cfg.precision).weight_bytes)
     if reasons:
         return reasons
     dp, _ = resolve_dp(cfg, cluster.devices_count)
@@ -147,7 +150,7 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
         feasible=peak_mem.fits, reasons=tuple(reasons), step_time_s=step_s,
         global_batch_size=cfg.global_batch_size, tokens_per_sample=model.tokens_per_sample,
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, peak_flops_per_s=peak,
-        time_breakdown_s=breakdown, memory=peak_mem, bottleneck="", bottleneck_reason="",
+        vector_flops_per_step=_vector_flops_per_sample(model) * cfg.global_batch_size, time_breakdown_s=breakdown, memory=peak_mem, bottleneck="", bottleneck_reason="",
         top_ops=top_ops(slowest, m), comm=comm_reports(stages, m), layout=lay.as_dict(),
         device_name=cluster.device.name,
         price_per_device_hour=_value(cluster.device.price_per_hour), tdp_w=_value(cluster.device.tdp_w),
@@ -157,10 +160,11 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     name, why = bottleneck_of(report, ender, data)
     object.__setattr__(report, "bottleneck", name)
     object.__setattr__(report, "bottleneck_reason", why)
-    from simtrain.report.sanity import model_class_of, sanity_warnings
+    from simtrain.report.sanity import accelerator_notes, model_class_of, sanity_warnings
     emulated = emulation_warning(cluster.device, program.regime.matmul_dtype)
     object.__setattr__(report, "warnings", sanity_warnings(
-        report, device_kind=cluster.device.kind, model_class=model_class_of(model)) + ((emulated,) if emulated else ()))
+        report, device_kind=cluster.device.kind, model_class=model_class_of(model)) + ((emulated,) if emulated else ())
+        + accelerator_notes(report, cluster.device, model, program.regime.weight_bytes))
     return report
 
 
@@ -176,7 +180,8 @@ def _overflow_reason(mem) -> str:
 
 
 def _flops_per_step(model: Model, cfg: TrainConfig, program: RankProgram) -> tuple[float, float]:
-    """Model FLOPs (fw + bw, FMA = 2; attention per cfg.attention_flops) and hardware FLOPs (+ recompute)."""
+    """Model FLOPs (fw + bw of the matrix ops, FMA = 2; attention per cfg.attention_flops) and hardware
+    FLOPs (+ recompute, as the per-rank program counts it)."""
     model_flops = _model_flops_per_sample(model, cfg.attention_flops) * cfg.global_batch_size
     lay = program.layout
     ranks_per_stage = lay.dp * lay.tp * lay.cp
@@ -185,15 +190,29 @@ def _flops_per_step(model: Model, cfg: TrainConfig, program: RankProgram) -> tup
 
 
 def _model_flops_per_sample(model: Model, convention: str) -> float:
-    """fw + bw FLOPs of one sample; 'causal' halves causal attention (cached per model)."""
-    key = f"_flops_{convention}"
+    """fw + bw FLOPs of one sample of the matrix ops only (linear / matmul, conv, attention, MoE
+    experts): the model-FLOPs convention of PaLM (Chowdhery et al. 2022, App. B: 6N + 12·L·H·Q·T),
+    Megatron-LM (Narayanan et al. 2021, eq. 3) and torch's FlopCounterMode (which registers only
+    mm / addmm / bmm / convolution / SDPA formulas). Vector-op FLOPs (norms, activations, softmax,
+    adds) still take time in the cost layer; they are reported apart, :func:`_vector_flops_per_sample`.
+    'causal' halves causal attention (cached per model)."""
+    key = f"_matrix_flops_{convention}"
     if key not in model.meta:
-        total = 0.0
-        for op in model.ops:
-            causal = convention == "causal" and op.attention is not None and op.attention.causal
-            total += op.flops.total * (0.5 if causal else 1.0)
-        model.meta[key] = total
+        model.meta[key] = sum(_op_flops(op, convention) for op in model.ops if op.op_class in MATRIX_CLASSES)
     return model.meta[key]
+
+
+def _vector_flops_per_sample(model: Model) -> float:
+    """fw + bw FLOPs of one sample of every non-matrix op (the figure model FLOPs leave out)."""
+    key = "_vector_flops"
+    if key not in model.meta:
+        model.meta[key] = sum(op.flops.total for op in model.ops if op.op_class not in MATRIX_CLASSES)
+    return model.meta[key]
+
+
+def _op_flops(op, convention: str) -> float:
+    causal = convention == "causal" and op.attention is not None and op.attention.causal
+    return op.flops.total * (0.5 if causal else 1.0)
 
 
 def _eval_per_step(cfg: TrainConfig, crit, lay: Layout) -> float:

@@ -13,7 +13,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="CI variant: the zoo's tiny sizes, 2 repeats, the tiny measurement grid (about a minute)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train and measure (default cpu)")
     p.add_argument("--out", type=Path, default=None,
-                   help="report directory (default validation/results/); files are <machine>.{json,md,png}")
+                   help="report directory (default ./simtrain-validation/, or ~/.cache/simtrain/validation when the current "
+                        "directory is inside the source checkout; never the committed validation/results/ unless "
+                        "named here); files are <machine>.{json,md,png}")
     p.add_argument("--measurements", type=Path, default=None,
                    help="measurements JSON to calibrate from: loaded if it exists, else measured and saved there "
                         "(the 1-thread set for DDP is <stem>.t1.json beside it)")
@@ -22,8 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace, command: str = ""):
-    from validation.suite import DEFAULT_OUT, full_config, quick_config
-    over = {"device": args.device, "out_dir": args.out or DEFAULT_OUT, "measurements": args.measurements,
+    from validation.outdir import default_out_dir
+    from validation.suite import full_config, quick_config
+    over = {"device": args.device, "out_dir": args.out or default_out_dir(), "measurements": args.measurements,
             "command": command}
     if args.models:
         over["models"] = tuple(m.strip() for m in args.models.split(",") if m.strip())

@@ -36,6 +36,7 @@ from simtrain.calibrate.machine import machine_slug
 from validation import ddp, pipeline, steps
 from validation.calibration import Calibrated, calibrated, one_thread_path, refined
 from validation.diagnose import class_markdown
+from validation.outdir import cached_measurements_path, default_out_dir
 from validation.report import Case, summarise, write_all
 from validation.sentinel import drift, speed_sample, wait_for_speed
 from validation.workloads import workloads
@@ -43,7 +44,9 @@ from validation.workloads import workloads
 __all__ = ["SuiteConfig", "SuiteResult", "run_suite", "rerender", "quick_config", "full_config", "TARGETS",
            "DEFAULT_OUT"]
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+DEFAULT_OUT = None
+"""``SuiteConfig.out_dir`` default: resolved at run time by :func:`validation.outdir.default_out_dir`
+(never the source tree; the committed results are ``validation.outdir.COMMITTED_RESULTS``)."""
 
 TARGETS = {"step_time": "MAPE ≤ 10 % (stretch ≤ 5 %)", "flops": "exact", "saved_bytes": "within 1 %",
            "ddp_step": "within 15 %"}
@@ -53,7 +56,7 @@ TARGETS = {"step_time": "MAPE ≤ 10 % (stretch ≤ 5 %)", "flops": "exact", "sa
 class SuiteConfig:
     mode: str
     device: str = "cpu"
-    out_dir: Path = DEFAULT_OUT
+    out_dir: Path | None = DEFAULT_OUT
     measurements: Path | None = None
     size: str = "small"
     grid: str = "tiny"
@@ -103,7 +106,7 @@ def _log_default(msg: str) -> None:
 
 def _calibrations(cfg: SuiteConfig, log) -> tuple[Calibrated, Calibrated | None]:
     """(the step-time calibration, the 1-thread calibration for DDP or None when DDP does not run)."""
-    path = cfg.measurements or (cfg.out_dir / f"measurements-{cfg.device}-{cfg.grid}-t{cfg.threads}.json")
+    path = cfg.measurements or cached_measurements_path(cfg.out_dir, cfg.device, cfg.grid, cfg.threads)
     main = calibrated(cfg.device, cfg.grid, cfg.threads, path, log, refine=False, quiet_wait_s=cfg.wait_for_speed_s)
     if not cfg.ddp_jobs or cfg.device != "cpu":
         return main, None
@@ -253,7 +256,8 @@ def _loadavg() -> float:
 def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = _log_default) -> SuiteResult:
     """Run every part of the suite under ``cfg`` and write the report files to ``cfg.out_dir``."""
     start, load0 = time.perf_counter(), _loadavg()
-    cfg = replace(cfg, out_dir=Path(cfg.out_dir), command=cfg.command or shlex.join(sys.argv))
+    out_dir = default_out_dir() if cfg.out_dir is None else Path(cfg.out_dir)
+    cfg = replace(cfg, out_dir=out_dir, command=cfg.command or shlex.join(sys.argv))
     cal, cal1 = _calibrations(cfg, log)
     cal = refined(cal, log)  # the in-step per-op cost, measured right before the steps it predicts
     cases, diag = _single_device(cfg, cal, log)

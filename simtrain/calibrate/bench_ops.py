@@ -70,7 +70,8 @@ class Bench:
         t = time_call(fn, self.plan, self.device)
         return Row(bench=bench, op_class=op_class, dtype=dtype, params=params, flops=work[0],
                    bytes_moved=work[1], median_s=t.median_s, p10_s=t.p10_s, p90_s=t.p90_s,
-                   repeats=t.repeats, phase=phase, calls=calls, device=self.device)
+                   repeats=t.repeats, phase=phase, calls=calls, device=self.device, ci_low_s=t.ci_low_s,
+                   ci_high_s=t.ci_high_s)
 
     def randn(self, *shape: int, dtype: DType = DType.FP32, grad: bool = False):
         import torch
@@ -98,8 +99,11 @@ class Bench:
     def net_of_engine(self, raw: Row) -> Row:
         """``raw`` less the engine's per-call cost (floored at 10 % of the raw times)."""
         cut = min(self.autograd_call_s, 0.9 * raw.median_s)
+        lo, hi = raw.ci_low_s, raw.ci_high_s
         return replace(raw, median_s=raw.median_s - cut, p10_s=max(raw.p10_s - cut, 0.1 * raw.p10_s),
-                       p90_s=raw.p90_s - cut, params=dict(raw.params, autograd_call_s=cut))
+                       p90_s=raw.p90_s - cut, params=dict(raw.params, autograd_call_s=cut),
+                       ci_low_s=None if lo is None else max(lo - cut, 0.1 * lo),
+                       ci_high_s=None if hi is None else hi - cut)
 
 
 def bench_autograd_call(b: Bench) -> Row:

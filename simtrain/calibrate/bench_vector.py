@@ -117,18 +117,16 @@ def bench_copy(b: Bench, grid: Grid) -> list[Row]:
 
 
 def _optimizers(device: str):
-    """(name, kind, fused in the estimator's sense, factory). The for-loop path is the estimator's
-    "unfused", the fused path its "fused". The multi-tensor (foreach) path is "fused" on CUDA (one
-    multi-tensor kernel per op chunk) but "unfused" on CPU, where PyTorch's foreach ops fall back to a
-    per-tensor loop of the same kernels (measured: AdamW foreach ≈ 5× the fused step on 2 cores)."""
+    """(name, kind, implementation, factory): PyTorch's for-loop (``foreach=False``), multi-tensor
+    (``foreach=True``) and fused (``fused=True``) paths, costed as ``TrainConfig.optimizer_impl`` is
+    (simtrain/cost/optimizer.py; on CPU the foreach ops fall back to a per-tensor loop)."""
     import torch
-    foreach_fused = device == "cuda"
     return [
-        ("adamw_forloop", "adamw", False, lambda p: torch.optim.AdamW(p, foreach=False, fused=False)),
-        ("adamw_foreach", "adamw", foreach_fused, lambda p: torch.optim.AdamW(p, foreach=True)),
-        ("adamw_fused", "adamw", True, lambda p: torch.optim.AdamW(p, fused=True)),
-        ("sgd_forloop", "sgd", False, lambda p: torch.optim.SGD(p, lr=1e-3, foreach=False)),
-        ("sgd_foreach", "sgd", foreach_fused, lambda p: torch.optim.SGD(p, lr=1e-3, foreach=True)),
+        ("adamw_forloop", "adamw", "for-loop", lambda p: torch.optim.AdamW(p, foreach=False, fused=False)),
+        ("adamw_foreach", "adamw", "foreach", lambda p: torch.optim.AdamW(p, foreach=True)),
+        ("adamw_fused", "adamw", "fused", lambda p: torch.optim.AdamW(p, fused=True)),
+        ("sgd_forloop", "sgd", "for-loop", lambda p: torch.optim.SGD(p, lr=1e-3, foreach=False)),
+        ("sgd_foreach", "sgd", "foreach", lambda p: torch.optim.SGD(p, lr=1e-3, foreach=True)),
     ]
 
 
@@ -140,10 +138,12 @@ def bench_optimizer(b: Bench, grid: Grid) -> list[Row]:
         params = [torch.nn.Parameter(b.randn(numel)) for _ in range(tensors)]
         for p in params:
             p.grad = b.randn(numel)
-        for name, kind, fused, make in _optimizers(b.device):
-            flops, nbytes, kernels = counts.optimizer_counts(kind, tensors * numel, tensors, fused)
+        for name, kind, impl, make in _optimizers(b.device):
+            kind_of_device = "gpu" if b.device == "cuda" else "cpu"
+            flops, nbytes, kernels = counts.optimizer_counts(kind, tensors * numel, tensors, impl, kind_of_device)
             rows.append(b.row(name, OpClass.ELEMENTWISE, DType.FP32,
-                              {"tensors": tensors, "numel": numel, "optimizer": kind, "fused": fused},
+                              {"tensors": tensors, "numel": numel, "optimizer": kind, "impl": impl,
+                               "fused": impl == "fused"},
                               (flops, nbytes), make(params).step, phase="optim", calls=kernels))
     return rows
 

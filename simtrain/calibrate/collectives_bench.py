@@ -8,6 +8,10 @@ sample's time is the **slowest rank's** (a collective is done when every rank is
 agreed across ranks (max of the ranks' one-call estimates) so every rank issues the same calls.
 Calls a backend refuses (gloo's missing reduce_scatter on some versions) come back as
 :class:`~simtrain.calibrate.records.Unsupported`, never as a time.
+
+Each rank is its own interpreter, ``python -m simtrain.calibrate.worker`` started by ``subprocess``
+(see :mod:`simtrain.calibrate.worker` for why not ``multiprocessing`` spawn): ``st.measure`` then works
+from a plain script without a ``__main__`` guard and from a notebook.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict
@@ -23,9 +29,10 @@ from pathlib import Path
 from simtrain.calibrate.grids import Grid
 from simtrain.calibrate.records import Row, Unsupported
 from simtrain.calibrate.timing import TimingPlan
+from simtrain.errors import SimtrainError
 from simtrain.glossary import DType
 
-__all__ = ["run_collectives", "collective_backends"]
+__all__ = ["run_collectives", "collective_backends", "rank_main"]
 
 _JOIN_TIMEOUT_S = 300.0
 
@@ -87,7 +94,7 @@ def _time_collective(fn, plan: TimingPlan, device: str) -> list[float]:
     return samples
 
 
-def _worker(rank: int, world: int, backend: str, device: str, init_file: str, job: dict, out: str) -> None:
+def rank_main(rank: int, world: int, backend: str, device: str, init_file: str, job: dict, out: str) -> None:
     """One rank: run every (op, size), gather every rank's samples, rank 0 writes the JSON result."""
     import torch
     import torch.distributed as dist
@@ -113,18 +120,48 @@ def _worker(rank: int, world: int, backend: str, device: str, init_file: str, jo
     dist.destroy_process_group()
 
 
+def _child_env() -> dict[str, str]:
+    """The parent's environment, with the folder holding this simtrain first on PYTHONPATH (so a child
+    imports the same simtrain even when it runs from a checkout that is not installed)."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
+def _wait_all(procs: list[subprocess.Popen], logs: list[Path], what: str) -> None:
+    """Wait for every rank; on a timeout or a failed rank stop our own children (by handle) and raise."""
+    deadline = time.monotonic() + _JOIN_TIMEOUT_S
+    try:
+        for p in procs:
+            p.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        raise SimtrainError(f"{what} did not finish in {_JOIN_TIMEOUT_S:.0f} s") from None
+    failed = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode != 0]
+    if failed:
+        for p in procs:
+            p.kill() if p.poll() is None else None
+        rank, code = failed[0]
+        tail = logs[rank].read_text(errors="replace").strip().splitlines()[-5:]
+        raise SimtrainError(f"{what}: rank {rank} exited with status {code}: " + " | ".join(tail))
+
+
 def _spawn(world: int, backend: str, device: str, job: dict) -> dict:
-    import torch.multiprocessing as mp
+    """Run ``world`` ranks as ``python -m simtrain.calibrate.worker`` children; rank 0's JSON result."""
     with tempfile.TemporaryDirectory(prefix="simtrain-coll-") as tmp:
         init_file, out = os.path.join(tmp, "init"), os.path.join(tmp, "result.json")
-        ctx = mp.spawn(_worker, args=(world, backend, device, init_file, job, out), nprocs=world,
-                       join=False, start_method="spawn")
-        deadline = time.monotonic() + _JOIN_TIMEOUT_S
-        while not ctx.join(timeout=5.0):
-            if time.monotonic() > deadline:
-                for p in ctx.processes:
-                    p.terminate()  # our own children, by handle
-                raise TimeoutError(f"{backend} collectives with {world} ranks did not finish in {_JOIN_TIMEOUT_S} s")
+        spec = Path(tmp) / "job.json"
+        spec.write_text(json.dumps({"world": world, "backend": backend, "device": device,
+                                    "init_file": init_file, "out": out, "job": job}))
+        logs = [Path(tmp) / f"rank{r}.log" for r in range(world)]
+        procs = []
+        for r in range(world):
+            with open(logs[r], "wb") as log:
+                procs.append(subprocess.Popen([sys.executable, "-m", "simtrain.calibrate.worker", str(spec), str(r)],
+                                              stdout=log, stderr=subprocess.STDOUT, env=_child_env()))
+        _wait_all(procs, logs, f"{backend} collectives with {world} ranks")
         return json.loads(Path(out).read_text())
 
 

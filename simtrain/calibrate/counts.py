@@ -108,12 +108,12 @@ def copy_counts(numel: int, e: int) -> Counts:
     return 0.0, float(2 * numel * e)
 
 
-def optimizer_counts(kind: str, params: int, tensors: int, fused: bool) -> tuple[float, float, int]:
-    """(flops, bytes, kernels) of one step, from the estimator's own optimizer traits
-    (:mod:`simtrain.cost.optimizer`: FLOPs per parameter, tensor passes fused / unfused) and its kernel
-    count (``parallel/program.py``: unfused = kernels per tensor × tensors; fused = max(1, tensors // 64)),
-    so the fitted launch overhead and bandwidth mean the same thing to the estimator."""
-    from simtrain.cost.optimizer import step_passes, traits
+def optimizer_counts(kind: str, params: int, tensors: int, impl: str, device_kind: str = "cpu") -> tuple[float, float, int]:
+    """(flops, bytes, kernels) of one step under ``impl`` (for-loop / foreach / fused) on a device of
+    ``device_kind``, from the estimator's own rules (:mod:`simtrain.cost.optimizer`: FLOPs per
+    parameter, :func:`impl_passes`, :func:`impl_kernels`), so the fitted launch overhead and bandwidth
+    mean the same thing to the estimator."""
+    from simtrain.cost.optimizer import impl_kernels, impl_passes, traits
     t = traits(kind)
-    kernels = t.unfused_kernels * tensors if not fused else max(1, tensors // 64)
-    return float(t.flops_per_param * params), float(step_passes(kind, fused, False) * 4 * params), kernels
+    kernels = impl_kernels(kind, impl, tensors, params, device_kind)
+    return float(t.flops_per_param * params), float(impl_passes(kind, impl, False) * 4 * params), kernels

@@ -23,6 +23,7 @@ from simtrain.calibrate.collectives_bench import run_collectives
 from simtrain.calibrate.grids import GRID_NAMES, Grid, grid_for
 from simtrain.calibrate.machine import machine_facts
 from simtrain.calibrate.records import Measurements, Row, Unsupported
+from simtrain.calibrate.robust import contention_between, measurements_contention, snapshot
 from simtrain.errors import SpecError
 from simtrain.glossary import DType
 
@@ -141,7 +142,7 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     g = grid_for(grid_name, device)
     threads = int(threads or torch.get_num_threads())
     log = log or (lambda msg: None)
-    start, load_start = time.perf_counter(), _load()
+    start, load_start, snap0 = time.perf_counter(), _load(), snapshot()
     if load_start > 0.25 * max(1, os.cpu_count() or 1):
         log(f"warning: load average {load_start} before measuring: other processes will skew the times")
     groups, run_coll = _groups(only, collectives)
@@ -152,11 +153,16 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
         coll_rows, refused = run_collectives(device, g, threads=collective_threads)
         log(f"collectives: {len(coll_rows)} rows, {len(refused)} unsupported in {time.perf_counter() - t0:.1f} s")
         rows += coll_rows
+    facts = machine_facts(device, threads)
+    steal, other = contention_between(snap0, snapshot(), facts.cpu_cores)
     settings = {"grid": grid_name, "threads": threads, "collective_threads": collective_threads,
                 "groups": ",".join(groups + (["collectives"] if run_coll else [])),
-                "plan": str(g.plan), "loadavg_1min_start": load_start, "loadavg_1min_end": _load()}
-    m = Measurements(tuple(rows), machine_facts(device, threads), settings, tuple(refused),
-                     wall_s=time.perf_counter() - start)
+                "plan": str(g.plan), "loadavg_1min_start": load_start, "loadavg_1min_end": _load(),
+                "steal_fraction": steal, "other_cpu_fraction": other}
+    m = Measurements(tuple(rows), facts, settings, tuple(refused), wall_s=time.perf_counter() - start)
+    verdict = measurements_contention(m)
+    for reason in verdict.reasons:
+        log(f"warning: unreliable measurement: {reason}")
     if out is not None:
         m.save(out)
     return m

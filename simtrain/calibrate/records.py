@@ -53,6 +53,9 @@ class Row:
     phase: str = "fw"
     calls: int = 1
     device: str = "cpu"
+    ci_low_s: float | None = None
+    """95 % bootstrap interval of the median (simtrain/calibrate/robust.py); None in older files."""
+    ci_high_s: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", _frozen_map(self.params))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Timing", "TimingPlan", "time_call", "synchronize"]
+__all__ = ["Timing", "TimingPlan", "time_call", "timing_of", "synchronize"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,9 @@ class Timing:
     p90_s: float
     repeats: int
     inner: int
+    ci_low_s: float | None = None
+    """95 % percentile-bootstrap interval of the median (:func:`simtrain.calibrate.robust.median_ci`)."""
+    ci_high_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,14 @@ def time_call(fn: Callable[[], object], plan: TimingPlan = TimingPlan(), device:
     deadline = time.perf_counter() + plan.max_total_s
     while len(times) < plan.repeats and (len(times) < 3 or time.perf_counter() < deadline):
         times.append(sample(fn, inner))
+    return timing_of(times, inner)
+
+
+def timing_of(times: list[float], inner: int = 1) -> Timing:
+    """Median, p10 / p90 and the median's 95 % bootstrap interval of per-call sample times."""
+    from simtrain.calibrate.robust import median_ci
     arr = np.asarray(times)
     p10, med, p90 = (float(v) for v in np.percentile(arr, [10, 50, 90]))
-    return Timing(median_s=med, p10_s=min(p10, med), p90_s=max(p90, med), repeats=len(times), inner=inner)
+    _, lo, hi = median_ci(arr)
+    return Timing(median_s=med, p10_s=min(p10, med), p90_s=max(p90, med), repeats=len(times), inner=inner,
+                  ci_low_s=lo, ci_high_s=hi)

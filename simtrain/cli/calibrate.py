@@ -2,8 +2,16 @@
 
     simtrain calibrate --device cpu --quick --out profile.yaml [--measurements m.json] [--base host-cpu]
 
+    simtrain calibrate --runs runs.csv --out calibration.yaml      # from measured runs (CSV / JSONL)
+
 ``--measurements PATH`` reads the measurements from PATH when it exists (no new run) and otherwise
 measures and saves them there. The profile is a device spec: ``st.load_device("profile.yaml")``.
+A measurement taken on a contended machine (CPU steal, other processes' load, wide sample spread,
+a sentinel that slowed down: :mod:`simtrain.calibrate.robust`) is refused: the command says why,
+writes no profile and exits 3, unless ``--allow-noisy``.
+
+``--runs FILE`` fits ``st.calibrate_runs`` to the runs of a CSV / JSONL file
+(:mod:`simtrain.calibrate.run_files`) and writes the ``st.Calibration`` YAML to ``--out``.
 """
 
 from __future__ import annotations
@@ -15,7 +23,10 @@ from pathlib import Path
 
 from simtrain.cli._json import dumps
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "NOISY_EXIT"]
+
+NOISY_EXIT = 3
+"""Exit status when the measurement is judged unreliable (2 stays "bad input")."""
 
 
 def register(subparsers) -> None:
@@ -32,6 +43,11 @@ def register(subparsers) -> None:
     p.add_argument("--out", type=Path, default=Path("profile.yaml"), help="profile to write (default profile.yaml)")
     p.add_argument("--residuals", type=Path, help="also write every row's predicted vs measured time (JSON)")
     p.add_argument("--no-collectives", action="store_true", help="skip the torch.distributed benchmarks")
+    p.add_argument("--allow-noisy", action="store_true",
+                   help="write the profile even when the machine was contended while measuring")
+    p.add_argument("--runs", type=Path,
+                   help="calibrate from measured runs (CSV / JSONL: model, hardware, step_time_s, TrainConfig "
+                        "fields) with st.calibrate_runs instead of microbenchmarks")
     p.set_defaults(func=run)
 
 
@@ -51,9 +67,42 @@ def _measurements(args: argparse.Namespace):
     return m
 
 
+def _from_runs(args: argparse.Namespace) -> int:
+    from simtrain.calibrate.run_files import load_run_records
+    from simtrain.calibrate.runs import calibrate_runs
+    records = load_run_records(args.runs)
+    cal = calibrate_runs(records)
+    out = args.out if args.out != Path("profile.yaml") else Path("calibration.yaml")
+    cal.to_yaml(out)
+    print(f"runs: {len(records)} from {args.runs}")
+    print(cal.summary())
+    print(f"calibration: {out}")
+    return 0
+
+
+def _refused(m, allow_noisy: bool) -> bool:
+    """Print why a measurement is unreliable; True when that stops the command."""
+    from simtrain.calibrate.robust import measurements_contention
+    verdict = measurements_contention(m)
+    if verdict.reliable:
+        return False
+    head = "warning" if allow_noisy else "error"
+    print(f"calibrate: {head}: the measurement is unreliable (the machine was contended):", file=sys.stderr)
+    for reason in verdict.reasons:
+        print(f"  - {reason}", file=sys.stderr)
+    if not allow_noisy:
+        print("calibrate: no profile written; measure on a quiet machine, or pass --allow-noisy to keep it",
+              file=sys.stderr)
+    return not allow_noisy
+
+
 def run(args: argparse.Namespace) -> int:
     from simtrain.calibrate.fit import fit
+    if args.runs is not None:
+        return _from_runs(args)
     m = _measurements(args)
+    if _refused(m, args.allow_noisy):
+        return NOISY_EXIT
     cal = fit(m, args.base)
     cal.save_profile(args.out)
     print(f"profile: {args.out}  device {cal.device.name}  key {cal.key[:16]}")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 from simtrain.cli._json import dumps
 from simtrain.specs.library import WORKLOADS_DIR
@@ -77,11 +78,16 @@ def _config(job: str | None, fields: dict, overrides: dict):
     try:
         return TrainConfig.build(job, **fields)
     except SpecError as err:
+        def flag(name: str) -> str:
+            return f"--{name.replace('_', '-')}"
+
         def culprit(issue):
             top = issue.field.split(".")[0]
             if top in overrides:
-                return SpecIssue(None, f"--{top.replace('_', '-')}", issue.reason)
-            return issue
+                return SpecIssue(None, flag(top), issue.reason)
+            # a cross-field problem names its fields in the reason ("stack 'x' is not a preset")
+            named = [k for k in overrides if re.search(rf"\b{k}\b", issue.reason)]
+            return SpecIssue(None, " / ".join(map(flag, named)), issue.reason) if named and not top else issue
         raise SpecError([culprit(i) for i in err.issues]) from None
 
 

@@ -1,6 +1,9 @@
-"""``simtrain simulate JOB.yaml [--trace trace.json]``: the discrete-event engine, same report fields."""
+"""``simtrain simulate JOB.yaml [--trace OUT.json] [--gantt OUT.png] [--contention] [--granularity layer]``:
+the discrete-event engine (docs/simulator.md), the same report fields as ``estimate``."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from simtrain.cli._json import dumps
 from simtrain.cli.estimate import add_job_arguments, load_job_inputs
@@ -12,15 +15,33 @@ def register(sub) -> None:
     p = sub.add_parser("simulate", help="discrete-event simulation of a job (same report as estimate)")
     add_job_arguments(p)
     p.add_argument("--trace", help="write the timeline as Chrome/Perfetto trace JSON to this path")
+    p.add_argument("--gantt", help="write a pipeline Gantt chart (PNG) to this path")
+    p.add_argument("--contention", action="store_true",
+                   help="collectives that meet on one physical link share its bandwidth")
+    p.add_argument("--granularity", choices=("chunk", "layer"), default="chunk",
+                   help="a task's compute as one slice (chunk) or one per layer")
     p.set_defaults(func=run)
+
+
+def _write(path: str, what: str, writer) -> None:
+    """Write an output file; a path that cannot be written is bad input (exit 2), not a traceback."""
+    from simtrain.errors import SpecError
+    try:
+        writer(Path(path))
+    except OSError as err:
+        raise SpecError.one(path, what, f"cannot write: {err.strerror or err}") from None
 
 
 def run(args) -> int:
     from simtrain.report.text import render_report
     from simtrain.sim import simulate
     model, cluster, cfg, tokens = load_job_inputs(args)
-    report = simulate(model, cluster, cfg)
-    if args.trace and getattr(report, "timeline", None) is not None:
-        report.timeline.to_chrome_trace(args.trace)
+    report = simulate(model, cluster, cfg, contention=args.contention, granularity=args.granularity)
+    timeline = getattr(report, "timeline", None)
+    if timeline is not None:
+        if args.trace:
+            _write(args.trace, "--trace", timeline.to_chrome_trace)
+        if args.gantt:
+            _write(args.gantt, "--gantt", timeline.to_gantt_png)
     print(dumps(report.to_dict()) if args.json else render_report(report, tokens=tokens))
     return 0 if report.feasible else 1

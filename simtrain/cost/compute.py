@@ -30,7 +30,8 @@ from simtrain.graph.op import Gemm
 from simtrain.specs.hardware import Device, Efficiency
 
 __all__ = ["op_seconds", "attention_kernel_seconds", "matrix_peak_flops_per_s", "alignment_factor", "device_efficiency",
-           "MATRIX_CLASSES", "compute_seconds", "memory_seconds"]
+           "MATRIX_CLASSES", "compute_seconds", "memory_seconds", "dataflow_efficiency",
+           "streaming_bandwidth_bytes_per_s"]
 
 MATRIX_CLASSES = frozenset({OpClass.MATMUL, OpClass.CONV, OpClass.ATTENTION})
 
@@ -38,10 +39,31 @@ _DTYPE_FALLBACK = {DType.TF32: DType.FP32, DType.FP16: DType.BF16, DType.BF16: D
 
 
 def device_efficiency(device: Device) -> Efficiency:
-    """The device's own efficiency block, else the documented default of its kind."""
-    if device.efficiency is not None:
-        return device.efficiency
-    return _kind_default(device.kind.value)
+    """The device's own efficiency block, else the documented default of its kind; on a layer-pipelined
+    FPGA, that profile as a dataflow design sees it (:func:`dataflow_efficiency`)."""
+    eff = device.efficiency if device.efficiency is not None else _kind_default(device.kind.value)
+    if device.execution == "layer_pipelined":
+        return dataflow_efficiency(eff)
+    return eff
+
+
+def dataflow_efficiency(eff: Efficiency) -> Efficiency:
+    """A layer-pipelined (dataflow) design: every layer has its own engine, its DSP share sized to its
+    work, so a small op fills its engine (no ``half_flops`` ramp: batch-1 efficiency is the ceiling),
+    the pipeline is fixed in the fabric (no per-op launch), and operands sit in BRAM/URAM next to the
+    DSPs (no ``memory_half_bytes`` latency ramp). Ceilings (``peak_fraction``) are kept. FINN
+    (Umuroglu et al., FPGA 2017, §4) and hls4ml size each layer's engine this way."""
+    compute = {cls: curve.model_copy(update={"half_flops": 0.0}) for cls, curve in eff.compute.items()}
+    return eff.model_copy(update={"compute": compute, "launch_overhead_s": 0.0, "memory_half_bytes": 0.0,
+                                  "source": f"{eff.source} (layer-pipelined dataflow)"})
+
+
+def streaming_bandwidth_bytes_per_s(device: Device) -> float:
+    """The tier ops stream their operands from: main memory, or on a layer-pipelined FPGA the on-chip
+    BRAM/URAM tier, where the weights stay resident and activations pass layer to layer."""
+    if device.execution == "layer_pipelined":
+        return next(t for t in device.memory if t.level == "sram").bandwidth_bytes_per_s.value
+    return device.memory_bandwidth_bytes_per_s
 
 
 @functools.lru_cache(maxsize=16)
@@ -67,7 +89,7 @@ def matrix_peak_flops_per_s(device: Device, dtype: DType) -> float:
     if device.kind.value == "cpu" and dtype in (DType.FP16, DType.BF16) and device.peak(DType.FP32) is not None:
         return device.peak(DType.FP32)  # CPUs without native 16-bit math compute in fp32 (the report says so)
     raise SimtrainError(f"device {device.name!r} has no dense peak for {dtype.value} "
-                        f"(it lists {', '.join(d.value for d in device.peak_flops_per_s)})")
+                        f"(it lists {', '.join(d.value for d in device.peaks_flops_per_s)})")
 
 
 def _padded(dim: int, tile: int) -> int:
@@ -126,10 +148,10 @@ def attention_kernel_seconds(flops: float, phase: str, seq: int, causal: bool, k
 
 
 def memory_seconds(bytes_moved: float, device: Device, eff: Efficiency) -> float:
-    """The memory leg of the roofline (main-memory tier)."""
+    """The memory leg of the roofline (main-memory tier; on-chip on a layer-pipelined FPGA)."""
     if bytes_moved <= 0:
         return 0.0
-    bw = device.memory_bandwidth_bytes_per_s * eff.memory_bandwidth_fraction
+    bw = streaming_bandwidth_bytes_per_s(device) * eff.memory_bandwidth_fraction
     return bytes_moved * (bytes_moved + eff.memory_half_bytes) / (bytes_moved * bw)
 
 

@@ -35,7 +35,7 @@ def emulated_cluster(cluster, dtype: DType, emulate: bool):
     device = cluster.device
     if _native(device, dtype):
         return cluster
-    listed = ", ".join(d.value for d in device.peak_flops_per_s)
+    listed = ", ".join(d.value for d in device.peaks_flops_per_s)
     if not emulate:
         raise SimtrainError(f"device {device.name!r} has no {dtype.value} matrix units (it lists {listed}); "
                             "set emulate_precision=True to cost it upcast, as a framework without them runs it")
@@ -51,11 +51,11 @@ def emulated_cluster(cluster, dtype: DType, emulate: bool):
 
 def emulation_warning(device, dtype: DType) -> str | None:
     """The report's line when ``dtype`` ran emulated or at another dtype's rate on ``device``."""
-    entry = device.peak_flops_per_s.get(dtype)
+    entry = device.peaks_flops_per_s.get(dtype)  # an FPGA's derived peaks count as listed
     if entry is not None and entry.source.startswith(EMULATED_SOURCE):
         return f"{dtype.value} is emulated on {device.name} ({entry.source.split(': ', 1)[-1]}); MFU uses that rate"
     if entry is None and dtype is not DType.TF32:
         used = matrix_peak_flops_per_s(device, dtype)
-        alt = next((d.value for d, s in device.peak_flops_per_s.items() if s.value == used), "another dtype")
+        alt = next((d.value for d, s in device.peaks_flops_per_s.items() if s.value == used), "another dtype")
         return f"{device.name} lists no {dtype.value} peak; matmuls are costed at its {alt} rate"
     return None

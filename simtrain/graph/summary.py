@@ -1,7 +1,8 @@
 """Per-op tables and whole-model totals of a :class:`~simtrain.graph.model.Model` (per sample).
 
 ``summary_frame(model)`` is what ``model.summary()`` returns: one row per op (name, kind, block,
-shapes, parameters, FLOPs by phase, activation bytes written forward and bytes saved for backward,
+shapes, parameters, FLOPs by phase, ``model_flops`` (fw + bw of a matrix op, else 0) and
+``vector_flops`` (fw + bw of any other op, else 0), activation bytes written forward and bytes saved for backward,
 both at 16-bit activations), then a ``TOTAL`` row and, when an importer met operators without a
 rule, an ``UNMODELLED`` row that lists them (they are never silently dropped).
 
@@ -89,12 +90,16 @@ def _row(op: Op) -> dict:
         "in_shapes": _shape_text(op.shapes), "out_shape": _shape_text((op.out_shape,)) if op.out_shape else "",
         "params": op.param_count, "fw_flops": op.flops.fw, "agrad_flops": op.flops.agrad,
         "wgrad_flops": op.flops.wgrad,
+        # model FLOPs count the matrix ops only (PaLM, Megatron-LM, FlopCounterMode); the rest apart
+        "model_flops": op.flops.total if op.op_class in MATRIX_CLASSES else 0.0,
+        "vector_flops": 0.0 if op.op_class in MATRIX_CLASSES else op.flops.total,
         "act_write_fw_bytes": op.act_write.fw * SUMMARY_ACT_BYTES + op.fixed_write_bytes.fw,
         "saved_bytes": op.saved.bytes(SUMMARY_ACT_BYTES),
     }
 
 
-_NUMERIC = ("params", "fw_flops", "agrad_flops", "wgrad_flops", "act_write_fw_bytes", "saved_bytes")
+_NUMERIC = ("params", "fw_flops", "agrad_flops", "wgrad_flops", "model_flops", "vector_flops", "act_write_fw_bytes",
+            "saved_bytes")
 
 
 def summary_frame(model: Model) -> pd.DataFrame:

@@ -38,6 +38,11 @@ class NetworkSig(NamedTuple):
     oversubscription: float
     torus_dims: tuple[int, ...] | None
     switch_latency_s: float
+    slices_count: int = 1
+    """TPU multislice: ``torus_dims`` is one slice; slices are joined by the DCN (parallel/multislice.py)."""
+    dcn: LinkSig | None = None
+    dcn_per_node: int = 0
+    dcn_latency_s: float = 0.0
 
 
 class DeviceSig(NamedTuple):
@@ -100,7 +105,8 @@ def _build_signature(cluster) -> ClusterSig:
     fabric = FabricSig(fab.topology, _link(fab.link), fab.links_per_device,
                        tuple(fab.torus_dims) if fab.torus_dims else None, _value(fab.switch_latency_s))
     network = NetworkSig(net.topology, _link(net.nic_link), net.nics_per_node, float(net.oversubscription),
-                         tuple(net.torus_dims) if net.torus_dims else None, _value(net.switch_latency_s))
+                         tuple(net.torus_dims) if net.torus_dims else None, _value(net.switch_latency_s),
+                         net.slices_count, _link(net.dcn_link), net.dcn_links_per_node, _value(net.dcn_latency_s))
     device = DeviceSig(node.device.name, node.device.kind.value)
     return ClusterSig(node.devices_count, cluster.nodes_count, fabric, network, device,
                       *_efficiency_numbers(node.device))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from simtrain.cost.compute import device_efficiency, memory_seconds
 from simtrain.cost.memory import ParamMemory, param_memory
 from simtrain.cost.op_cost import OpCost, op_cost
-from simtrain.cost.optimizer import step_passes, traits
+from simtrain.cost.optimizer import impl_kernels, impl_of_config, impl_passes
 from simtrain.cost.precision import Regime, regime
 from simtrain.graph.model import Model
 from simtrain.graph.op import Op
@@ -28,7 +28,7 @@ from simtrain.specs.hardware import Cluster
 from simtrain.specs.stack import Stack, stack_of
 from simtrain.specs.train import TrainConfig
 
-__all__ = ["CommTask", "StageProgram", "RankProgram", "Layout", "stage_program"]
+__all__ = ["CommTask", "StageProgram", "RankProgram", "Layout", "stage_program", "stage_compute"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +148,8 @@ def _setting_key(cfg: TrainConfig) -> tuple:
     """The TrainConfig fields a stage's program depends on (besides the layout)."""
     modules = None if cfg.recompute_modules is None else tuple(cfg.recompute_modules)
     return (str(cfg.recompute), modules, cfg.recompute_num_layers, cfg.recompute_every_k_blocks, cfg.sequence_parallel, str(cfg.precision),
-            str(cfg.optimizer), cfg.fused_optimizer, cfg.zero_stage, tuple(cfg.frozen_prefixes), cfg.dp_overlap,
+            str(cfg.optimizer), cfg.fused_optimizer, cfg.optimizer_impl, "fused_optimizer" in cfg.model_fields_set,
+            cfg.zero_stage, tuple(cfg.frozen_prefixes), cfg.dp_overlap,
             cfg.dp_bucket_bytes, cfg.moe_load_imbalance, stack_of(cfg), cfg.grad_clipping)
 
 
@@ -175,17 +176,7 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
     stack = stack_of(cfg)
     coster = coster or _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance, stack)
     items = model_index(model).items(blocks)
-    fw = bw = rc = fwf = bwf = rcf = mem = fwk = bwk = rck = 0.0
-    times = []
-    for op, n, repeated, name in items:
-        c = coster(op)
-        again = _recomputed(op, cfg, repeated)
-        fw, bw, fwf, bwf, mem = fw + n * c.fw_s, bw + n * c.bw_s, fwf + n * c.fw_flops, bwf + n * c.bw_flops, \
-            mem + n * c.memory_bound_s
-        fwk, bwk = fwk + n * c.fw_kernels, bwk + n * c.bw_kernels
-        r = (recomputed_count(n, cfg) if str(cfg.recompute) == "full" else n) if again else 0
-        rc, rcf, rck = rc + r * c.fw_s, rcf + r * c.fw_flops, rck + r * c.fw_kernels
-        times.append((name if n > 1 else op.name, op.kind, n * (c.fw_s + c.bw_s) + r * c.fw_s))
+    fw, bw, rc, fwf, bwf, rcf, mem, fwk, bwk, rck, times = stage_compute(items, cfg, coster)
     pm = _param_memory(model, blocks, items, cfg, lay, reg)
     mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks), fw, bw + rc,
                               pm, len(blocks))
@@ -202,6 +193,24 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
     dp_comm = step_comm(pm, cfg, lay, reg, comm, (fw + exp_fw) / lay.v, (bw + rc + exp_bw) / lay.v, gathers / lay.v)
     opt_s = _optimizer_seconds(pm.trainable_count, items, cfg, lay, reg, coster)
     return StageProgram(stage, blocks, fw, bw, rc, fwf, bwf, rcf, mb_comm, dp_comm, opt_s, pm, mem, tuple(times))
+
+
+def stage_compute(items, cfg: TrainConfig, coster: _OpCoster) -> tuple:
+    """Per-micro-batch compute of ``items`` (model_index items): seconds fw / bw / recompute, their
+    FLOPs, memory-bound seconds, kernel counts and the per-op times — Σ count × op cost (the
+    vectorized estimate, search/vector_core.py, calls it per block, so both paths share this rule)."""
+    fw = bw = rc = fwf = bwf = rcf = mem = fwk = bwk = rck = 0.0
+    times = []
+    for op, n, repeated, name in items:
+        c = coster(op)
+        again = _recomputed(op, cfg, repeated)
+        fw, bw, fwf, bwf, mem = fw + n * c.fw_s, bw + n * c.bw_s, fwf + n * c.fw_flops, bwf + n * c.bw_flops, \
+            mem + n * c.memory_bound_s
+        fwk, bwk = fwk + n * c.fw_kernels, bwk + n * c.bw_kernels
+        r = (recomputed_count(n, cfg) if str(cfg.recompute) == "full" else n) if again else 0
+        rc, rcf, rck = rc + r * c.fw_s, rcf + r * c.fw_flops, rck + r * c.fw_kernels
+        times.append((name if n > 1 else op.name, op.kind, n * (c.fw_s + c.bw_s) + r * c.fw_s))
+    return fw, bw, rc, fwf, bwf, rcf, mem, fwk, bwk, rck, times
 
 
 def host_bound_s(gpu_s: float, kernels: float, stack: Stack, beside_s: float = 0.0) -> float:
@@ -267,7 +276,8 @@ def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, r
     if trainable == 0 or coster.device.memory_external is not None:
         return 0.0  # weight streaming: the update runs in the external store (MemoryX), off the device
     shard = trainable / (lay.dp * lay.cp if cfg.zero_stage >= 1 else 1)  # ZeRO shards over dp × cp
-    passes = step_passes(cfg.optimizer, cfg.fused_optimizer, reg.master_bytes > 0)
+    impl = impl_of_config(cfg, coster.device.kind)  # for-loop / foreach / fused (cost/optimizer.py)
+    passes = impl_passes(cfg.optimizer, impl, reg.master_bytes > 0)
     if reg.loss_scaling:
         passes += 2  # unscale the gradients and check them for inf / nan
     grad_pass = reg.grad_bytes / 4.0  # one pass over the gradients, in fp32-vector units
@@ -276,6 +286,6 @@ def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, r
     passes += grad_pass  # zero the gradient buffer for the next step
     seconds = memory_seconds(passes * 4.0 * shard, coster.device, coster.eff)
     tensors = sum(n for op, n, _, _ in items if op.param_count) * 2  # weight + bias per parameterised op
-    kernels = traits(cfg.optimizer).unfused_kernels * tensors if not cfg.fused_optimizer else max(1, tensors // 64)
+    kernels = impl_kernels(cfg.optimizer, impl, tensors, shard, coster.device.kind)
     return seconds + kernels * coster.eff.launch_overhead_s
 

@@ -20,6 +20,10 @@ Rules (docs/collectives.md has the derivations):
 * **torus networks (TPU ICI)** — dimension per torus axis the group spans, neighbour links only; an axis
   the group covers whole has a wraparound on TPU v4/v5p when its length is a multiple of 4 and on
   v5e/v6e only for the full 16 ([SB-TPU], hardware.md §3); otherwise it is a line.
+* **TPU multislice** — a torus network of ``slices_count`` slices: a group's members inside one slice get
+  the torus axes above, and a group spanning slices gets one more ``switch`` dimension over the DCN
+  (parallel/multislice.py), so a DP all-reduce runs hierarchically (reduce-scatter on ICI, all-reduce
+  over DCN, all-gather on ICI).
 * **wafer-scale (SwarmX)** — a broadcast/reduce tree between MemoryX and the systems: weights are
   broadcast, gradients sum-reduced in the fabric (an in-network ``tree`` dimension).
 """
@@ -35,6 +39,7 @@ import numpy as np
 from simtrain.cost.collectives import CollectiveResult, LogicalTopology, collective_time
 from simtrain.errors import SpecError
 from simtrain.parallel import placement as _pl
+from simtrain.parallel.multislice import multislice_dims
 from simtrain.parallel.placement import torus_axis_wraps
 
 __all__ = [
@@ -149,7 +154,10 @@ def _place_cached(sig, degrees, order, axis, leaf_ports, innet) -> GroupPlacemen
     sub = _sub_axes(degrees, order, axis)
     members = _members(sub)
     size = int(members.size)
-    if sig.network.topology == "torus":
+    if sig.network.topology == "torus" and sig.network.slices_count > 1:
+        dims = multislice_dims(members, sig)
+        per_node, nodes = size, 1
+    elif sig.network.topology == "torus":
         dims = _pl.torus_dims_of(members, sig.network.torus_dims, sig.network.link, sig.device)
         per_node, nodes = size, 1
     else:

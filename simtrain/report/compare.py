@@ -29,7 +29,7 @@ COLUMNS = (
 def spec_source(device, dtype: str | None = None) -> str:
     """Where a device's headline numbers come from: its peak (of ``dtype`` when listed, else the
     first), TDP and price sources from the spec file, joined with "; "."""
-    peaks = device.peak_flops_per_s
+    peaks = device.peaks_flops_per_s
     key = next((k for k in peaks if str(getattr(k, "value", k)) == dtype), next(iter(peaks)))
     parts = [f"peak {getattr(key, 'value', key)}: {peaks[key].source}"]
     for label, item in (("TDP", device.tdp_w), ("price", device.price_per_hour)):
@@ -159,7 +159,7 @@ def hardware_markdown() -> str:
     rows = []
     for name in library_names("device"):
         d = load_device(name)
-        peaks = ", ".join(f"{k.value} {format_flops_per_s(v.value)}" for k, v in d.peak_flops_per_s.items())
+        peaks = ", ".join(f"{k.value} {format_flops_per_s(v.value)}" for k, v in d.peaks_flops_per_s.items())
         tier = d.main_tier
         rows.append([name, d.kind.value, d.vendor or "-", peaks, format_bytes(tier.capacity_bytes.value),
                      format_rate(tier.bandwidth_bytes_per_s.value),

@@ -28,7 +28,7 @@ from importlib import resources
 import yaml
 
 __all__ = [
-    "sanity_warnings", "model_class_of", "public_mfu", "PublicMfu", "MfuRecord", "DeviceFamily",
+    "sanity_warnings", "accelerator_notes", "model_class_of", "public_mfu", "PublicMfu", "MfuRecord", "DeviceFamily",
     "MFU_MARGIN", "COMM_BOUND_SHARE", "DATA_STALL_SHARE", "MEMORY_FULL_SHARE", "MODEL_CLASSES",
 ]
 
@@ -220,3 +220,35 @@ def _memory_full(r) -> str | None:
         return None
     return (f"peak memory (rank {m.rank}) uses {share:.0%} of the usable device memory: it fits on paper, "
             f"but allocator fragmentation or unmodelled buffers may push it over")
+
+
+# --- how an FPGA or a wafer runs the model --------------------------------------------------------
+def accelerator_notes(report, device, model=None, weight_bytes: float = 2.0) -> tuple[str, ...]:
+    """One line saying how the model runs on an FPGA (time-multiplexed or layer-pipelined) or a wafer
+    (weight streaming or on-wafer fit, and why); () for other devices. Never raises."""
+    try:
+        from simtrain.cost.fpga import execution_note
+        line = execution_note(device, model, weight_bytes) or _wafer_note(report, device)
+        return (line,) if line else ()
+    except Exception as exc:  # a note must never break an estimate
+        return (f"accelerator note skipped: {type(exc).__name__}: {exc}",)
+
+
+def _wafer_note(r, device) -> str | None:
+    """hardware.md §7: weights stream from MemoryX unless parameters, gradients and optimizer state fit
+    in the wafer's SRAM beside the activations."""
+    if device.kind.value != "wafer" or r.memory is None:
+        return None
+    m, sram = r.memory, device.main_tier
+    state = m.external_bytes or (m.params_bytes + m.grads_bytes + m.optimizer_bytes)
+    room = sram.usable_bytes - m.activations_bytes
+    fits = state <= room
+    if device.memory_external is None:
+        return (f"{device.name} holds everything on the wafer: parameters + gradients + optimizer state "
+                f"{state / 1e9:.1f} GB in {sram.usable_bytes / 1e9:.1f} GB of {sram.name}")
+    verdict = ("would fit on the wafer beside the activations; Cerebras could run it without streaming, so "
+               "the streaming time is an upper bound" if fits else
+               f"exceed the {max(room, 0) / 1e9:.1f} GB left beside the activations")
+    return (f"{device.name} runs in weight-streaming mode: parameters + gradients + optimizer state "
+            f"({state / 1e9:.1f} GB) live in {device.memory_external.name} and stream in layer by layer over "
+            f"the system I/O; they {verdict} ({sram.usable_bytes / 1e9:.1f} GB of {sram.name})")

@@ -145,6 +145,10 @@ class StepReport:
     memory: MemoryReport | None
     bottleneck: str
     bottleneck_reason: str
+    vector_flops_per_step: float = 0.0
+    """fw + bw FLOPs of the non-matrix ops (norms, activations, softmax, adds, losses), whole job:
+    left out of ``model_flops_per_step`` (matrix ops only: PaLM, Megatron-LM, FlopCounterMode) and of
+    MFU, but their time is costed like any op's."""
     top_ops: tuple[OpTime, ...] = ()
     comm: tuple[CommReport, ...] = ()
     layout: Mapping[str, int] = field(default_factory=dict)
@@ -262,7 +266,8 @@ class StepReport:
             "devices": self.devices_count, "feasible": self.feasible, "reasons": list(self.reasons),
             "engine": self.engine, "stack": self.stack, "step_time_s": self.step_time_s, "samples_per_s": self.samples_per_s,
             "tokens_per_s": self.tokens_per_s, "model_flops_per_step": self.model_flops_per_step,
-            "hardware_flops_per_step": self.hardware_flops_per_step, "mfu": self.mfu, "hfu": self.hfu,
+            "hardware_flops_per_step": self.hardware_flops_per_step, "vector_flops_per_step": self.vector_flops_per_step,
+            "mfu": self.mfu, "hfu": self.hfu,
             "flops_per_device_per_s": self.flops_per_device_per_s, "peak_flops_per_s": self.peak_flops_per_s,
             "time_breakdown_s": dict(self.time_breakdown_s), "bottleneck": self.bottleneck,
             "bottleneck_reason": self.bottleneck_reason, "layout": dict(self.layout),

@@ -1,69 +1,200 @@
-"""st.plan: how many devices, and which layout, to train ``tokens`` tokens before a deadline.
+"""st.plan: how many devices, and which layout, to train ``tokens`` tokens by a deadline, under a budget.
 
-Searches node counts (powers of two up to ``max_nodes``) × tensor-parallel degree (divisors of the
-node's device count that divide the heads) × pipeline degree × micro-batch × ZeRO stage × recompute
-policy, estimates each layout, keeps those that fit and finish by ``deadline_s``, and ranks them by
-device-hours (cost), then by time. Returns a DataFrame; an empty one means nothing meets the deadline
-within ``max_nodes`` (the widest searched layouts are in ``DataFrame.attrs["closest"]``).
+Searches node counts × tp × pp × dp × cp × ep × micro-batch × virtual stages × sequence parallelism ×
+ZeRO stage × recompute policy (search/plan_space.py) with the vectorized estimate (search/vector.py:
+the estimate's own cost rules), keeps the layouts that fit in memory, finish by ``deadline_s``, cost at
+most ``budget_usd`` and use at most ``max_devices``, and ranks them by ``objective``:
+
+* ``cost`` — US dollars = devices × hours × the device's price per hour (``StepReport.cost_dollars``;
+  device-hours when the spec has no price);
+* ``time`` — time to train = tokens / (global batch × tokens per sample) × step time
+  (``StepReport.time_to_train``);
+* ``energy`` — device energy, ``StepReport.ENERGY_MODEL``: devices × time × (idle + (TDP − idle) ×
+  busy fraction), busy = (compute + recompute + optimizer) / step.
+
+Returns a DataFrame of the top ``top`` layouts, one row per distinct job, with a ``why`` column (what
+makes each win); ``df.attrs["pareto"]`` holds the time / cost / energy Pareto front of every layout
+that meets the constraints (:func:`pareto_front`). When nothing qualifies the frame is empty and
+``df.attrs["explanation"]`` says why, with the closest misses in ``df.attrs["closest"]``.
 """
 
 from __future__ import annotations
 
-from simtrain.search.sweep import evaluate_point
+import math
 
-__all__ = ["plan"]
+import numpy as np
 
+from simtrain.errors import SimtrainError
+from simtrain.search.plan_pareto import pareto_front, why_lines
+from simtrain.search.plan_space import SETTINGS, layout_rows, min_nodes, node_counts
 
-def _divisors(n: int, limit: int) -> list[int]:
-    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+__all__ = ["plan", "pareto_front", "OBJECTIVES"]
 
-
-def _candidates(model, cluster, global_batch: int, max_nodes: int, seq_len) -> list[dict]:
-    facts = model.layout_facts()
-    heads, blocks = facts.get("heads") or 1, facts.get("blocks") or 1
-    per_node = cluster.node.devices_count
-    out = []
-    nodes = 1
-    while nodes <= max_nodes:
-        devices = nodes * per_node
-        for tp in _divisors(per_node, per_node):
-            if heads % tp:
-                continue
-            for pp in [p for p in (1, 2, 4, 8, 16, 32, 64) if p <= blocks and devices % (tp * p) == 0]:
-                dp = devices // (tp * pp)
-                if global_batch % dp:
-                    continue
-                for mb in (1, 2, 4):
-                    if (global_batch // dp) % mb:
-                        continue
-                    for zero in (0, 1):
-                        for rec in ("none", "selective", "full"):
-                            out.append({"nodes": nodes, "tp": tp, "pp": pp, "dp": dp, "micro_batch_size": mb,
-                                        "zero_stage": zero, "recompute": rec})
-        nodes *= 2
-    return out
+OBJECTIVES = ("cost", "time", "energy")
+_LAYOUT = ("nodes", "tp", "pp", "cp", "ep", "dp", "micro_batch_size", "virtual_stages", "sequence_parallel")
+_SORT = {"cost": ["cost_usd", "device_hours", "time_to_train_s"], "time": ["time_to_train_s", "cost_usd", "devices"],
+         "energy": ["energy_kwh", "time_to_train_s", "devices"]}
 
 
-def plan(model, hardware, tokens: float, deadline_s: float, *, global_batch_size: int = 1024,
-         seq_len: int | None = None, precision: str = "bf16", max_nodes: int = 512, top: int = 20):
-    """Ranked feasible layouts and cluster sizes (see module docstring)."""
-    import pandas as pd
+def _positive(name: str, value, allow_none: bool = True):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise SimtrainError(f"plan: {name}= must be a positive number, got {value!r}")
+    return value
 
-    from simtrain.specs.library import load_cluster
+
+def _inputs(model, hardware, precision, global_batch_size, seq_len, stack, config):
+    from simtrain.inputs import as_cluster, as_model
     from simtrain.specs.train import TrainConfig
-    cluster = load_cluster(hardware) if isinstance(hardware, str) else hardware
-    base = TrainConfig(global_batch_size=global_batch_size, seq_len=seq_len, precision=precision)
-    model = model.with_seq_len(seq_len)
-    rows = [evaluate_point(model, cluster, base, p) for p in
-            _candidates(model, cluster, global_batch_size, max_nodes, seq_len)]
-    df = pd.DataFrame(rows)
-    if df.empty:
-        return df
-    tokens_per_step = global_batch_size * model.tokens_per_sample
-    df["time_to_train_s"] = tokens / tokens_per_step * df["step_time_s"]
+    model, cluster = as_model(model), as_cluster(hardware, arg="hardware")
+    fields = {"global_batch_size": global_batch_size, "seq_len": seq_len, "precision": precision, **(config or {})}
+    if stack is not None:
+        fields["stack"] = stack
+    return model, cluster, TrainConfig.build(None, **fields)
+
+
+def _candidates(model, cluster, cfg, tokens, deadline_s, max_devices, max_nodes, max_pp):
+    """Coded candidate columns (see search/vector.estimate_codes) and the node counts searched."""
+    from simtrain.cost.compute import matrix_peak_flops_per_s
+    from simtrain.cost.precision import regime
+    from simtrain.estimator import _model_flops_per_sample
+    prepared = model.with_seq_len(cfg.seq_len)
+    per_node = cluster.node.devices_count
+    hi = max_nodes if cluster.network is not None else 1
+    if max_devices is not None:
+        hi = min(hi, int(max_devices) // per_node)
+    if hi < 1:
+        raise SimtrainError(f"plan: max_devices={max_devices} is less than one node of {per_node} devices")
+    try:
+        peak = matrix_peak_flops_per_s(cluster.device, regime(cfg.precision).matmul_dtype)
+    except SimtrainError:
+        peak = 0.0
+    per_token = _model_flops_per_sample(prepared, cfg.attention_flops) / prepared.tokens_per_sample
+    lo = min(hi, min_nodes(tokens, per_token, deadline_s, peak, per_node))
+    nodes = node_counts(lo, hi)
+    rows = layout_rows(prepared.layout_facts(), per_node, nodes, cfg.global_batch_size, cfg.seq_len, max_pp)
+    settings = [(z, r) for z in SETTINGS["zero_stage"] for r in SETTINGS["recompute"]]
+    n_set = len(settings)
+    codes, uniques = {}, {}
+    for j, name in enumerate(_LAYOUT):
+        vals, inv = np.unique(rows[:, j], return_inverse=True)
+        uniques[name] = [bool(x) if name == "sequence_parallel" else int(x) for x in vals]
+        codes[name] = np.repeat(inv.reshape(-1).astype(np.int32), n_set)
+    for j, name in enumerate(("zero_stage", "recompute")):
+        uniques[name] = list(SETTINGS[name])
+        codes[name] = np.tile(np.array([uniques[name].index(s[j]) for s in settings], dtype=np.int32), len(rows))
+    return codes, uniques, nodes
+
+
+def _table(codes, uniques, res, cluster, cfg, tokens):
+    import pandas as pd
+    cols = {k: np.asarray(uniques[k], dtype=object)[codes[k]] for k in codes}
+    df = pd.DataFrame(cols)
+    for k in _LAYOUT[:-1] + ("zero_stage",):
+        df[k] = df[k].astype(np.int64)
+    df["sequence_parallel"] = df["sequence_parallel"].astype(bool)
+    df["pipeline_schedule"] = np.where(df["virtual_stages"] > 1, "interleaved-1f1b", str(cfg.pipeline_schedule))
+    for k in ("valid", "feasible", "step_time_s", "mfu", "memory_bytes", "memory_reserved_bytes", "reasons"):
+        df[k] = res[k]
+    dev = cluster.device
     df["devices"] = df["nodes"] * cluster.node.devices_count
+    steps = tokens / (cfg.global_batch_size * res["tokens_per_sample"])
+    df["time_to_train_s"] = steps * df["step_time_s"]
+    df["time_to_train_days"] = df["time_to_train_s"] / 86400.0
     df["device_hours"] = df["devices"] * df["time_to_train_s"] / 3600.0
-    ok = df[(df["feasible"]) & (df["time_to_train_s"] <= deadline_s)]
-    ranked = ok.sort_values(["device_hours", "time_to_train_s"]).head(top).reset_index(drop=True)
-    ranked.attrs["closest"] = df[df["feasible"]].sort_values("time_to_train_s").head(5)
+    price = dev.price_per_hour.value if dev.price_per_hour is not None else math.nan
+    df["cost_usd"] = df["device_hours"] * price
+    df["energy_kwh"] = _energy_kwh(df, res, dev)
+    df["bubble_fraction"] = res["bubble_s"] / df["step_time_s"]
+    df["memory_headroom_bytes"] = dev.usable_memory_bytes - df["memory_reserved_bytes"]
+    return df
+
+
+def _energy_kwh(df, res, dev):
+    """StepReport.energy_kwh over the time to train (ENERGY_MODEL); NaN without a TDP."""
+    if dev.tdp_w is None:
+        return np.full(len(df), np.nan)
+    tdp = dev.tdp_w.value
+    idle = dev.idle_power_w.value if dev.idle_power_w is not None else 0.3 * tdp
+    step = df["step_time_s"].to_numpy()
+    busy = np.minimum(1.0, (res["compute_s"] + res["recompute_s"] + res["optimizer_s"]) / step)
+    watts = idle + (tdp - idle) * busy
+    return df["devices"].to_numpy() * watts * df["time_to_train_s"].to_numpy() / 3.6e6
+
+
+def _explain(df, deadline_s, budget_usd) -> tuple[str, object]:
+    """Why nothing qualifies, and the closest misses."""
+    ran = df[df["valid"]]
+    if ran.empty:
+        reasons = df["reasons"].value_counts().head(3).index.tolist()
+        return "no searched layout can run: " + " | ".join(reasons), df.head(0)
+    fits = ran[ran["feasible"]]
+    if fits.empty:
+        m = ran.sort_values("memory_reserved_bytes").iloc[0]
+        return (f"nothing fits in memory: the smallest peak reserves {m.memory_reserved_bytes / 2**30:.1f} GiB "
+                f"({int(m.devices)} devices, tp={m.tp} pp={m.pp} dp={m.dp}, ZeRO-{m.zero_stage}, "
+                f"recompute {m.recompute}) of {(m.memory_reserved_bytes - m.memory_headroom_bytes) / 2**30:.1f} GiB usable"), \
+            ran.sort_values("memory_reserved_bytes").head(5)
+    miss = np.ones(len(fits))
+    parts = []
+    if deadline_s is not None:
+        miss = np.maximum(miss, fits["time_to_train_s"].to_numpy() / deadline_s)
+        f = fits.sort_values("time_to_train_s").iloc[0]
+        parts.append(f"the fastest layout ({int(f.devices)} devices) needs {f.time_to_train_days:.1f} days "
+                     f"(deadline {deadline_s / 86400:.1f})")
+    if budget_usd is not None:
+        miss = np.maximum(miss, fits["cost_usd"].to_numpy() / budget_usd)
+        c = fits.sort_values("cost_usd").iloc[0]
+        parts.append(f"the cheapest costs ${c.cost_usd:,.0f} (budget ${budget_usd:,.0f})")
+    closest = fits.assign(miss_factor=miss).sort_values("miss_factor").head(5)
+    best = closest.iloc[0]
+    parts.append(f"closest: {int(best.devices)} devices misses by ×{best.miss_factor:.2f}")
+    return "no layout meets the constraints: " + "; ".join(parts), closest
+
+
+def plan(model, hardware, tokens: float, deadline_s: float | None = None, *, budget_usd: float | None = None,
+         max_devices: int | None = None, objective: str = "cost", global_batch_size: int = 1024,
+         seq_len: int | None = None, precision: str = "bf16", stack: str | None = None, config: dict | None = None,
+         max_nodes: int = 512, max_pp: int = 16, top: int = 20):
+    """Ranked layouts and cluster sizes (see the module docstring). ``model``: a Model or a library
+    name; ``hardware``: a Cluster or a cluster name; ``config``: further TrainConfig fields."""
+    _positive("tokens", tokens, allow_none=False)
+    _positive("deadline_s", deadline_s)
+    _positive("budget_usd", budget_usd)
+    _positive("max_devices", max_devices)
+    if objective not in OBJECTIVES:
+        raise SimtrainError(f"plan: objective= must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise SimtrainError(f"plan: top= must be a positive integer, got {top!r}")
+    from simtrain.search.vector import estimate_codes
+    model, cluster, cfg = _inputs(model, hardware, precision, global_batch_size, seq_len, stack, config)
+    codes, uniques, nodes = _candidates(model, cluster, cfg, tokens, deadline_s, max_devices, max_nodes, max_pp)
+    if not len(codes["nodes"]):
+        raise SimtrainError(f"plan: no layout of nodes {nodes[0]}..{nodes[-1]} splits global_batch_size="
+                            f"{cfg.global_batch_size} evenly over its data-parallel ranks")
+    res = estimate_codes(model, cluster, cfg, codes, uniques, frame=False)
+    df = _table(codes, uniques, res, cluster, cfg, tokens)
+    ok = df["valid"] & df["feasible"]
+    if deadline_s is not None:
+        ok &= df["time_to_train_s"] <= deadline_s
+    if budget_usd is not None:
+        ok &= df["cost_usd"] <= budget_usd
+    # one row per job; settings that change nothing (selective recomputation when attention is fused
+    # already recomputes its scores) give the same step and memory: the simpler setting stays
+    good = df[ok].drop_duplicates(subset=[*_LAYOUT, "zero_stage", "recompute"])
+    good = good.drop_duplicates(subset=[*_LAYOUT, "step_time_s", "memory_reserved_bytes"])
+    ranked = good.sort_values(_SORT[objective], kind="stable").head(top)
+    front = pareto_front(good)
+    ranked = ranked.assign(why=why_lines(ranked, objective, set(front.index))).reset_index(drop=True)
+    ranked = ranked.drop(columns=["valid", "reasons"])
+    ranked.attrs["pareto"] = front.drop(columns=["valid", "reasons"]).reset_index(drop=True)
+    ranked.attrs["candidates"] = good[["devices", "time_to_train_days", "cost_usd", "device_hours",
+                                       "energy_kwh"]].reset_index(drop=True)
+    ranked.attrs["nodes_searched"] = nodes
+    ranked.attrs["layouts_searched"] = int(len(df))
+    if ranked.empty:
+        ranked.attrs["explanation"], ranked.attrs["closest"] = _explain(df, deadline_s, budget_usd)
+    else:
+        ranked.attrs["closest"] = df[df["valid"] & df["feasible"]].sort_values("time_to_train_s").head(5)
     return ranked

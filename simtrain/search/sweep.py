@@ -1,72 +1,150 @@
 """st.sweep: evaluate a grid of what-ifs; one DataFrame row per point, infeasible rows kept with reasons.
 
 Grid keys are TrainConfig fields (``tp``, ``micro_batch_size``, ``zero_stage``, ...) plus ``nodes``
-(the cluster's node count). A point that is bad input (a config that does not validate) or that does
-not fit becomes a row with ``feasible=False`` and the reason — the sweep keeps going. With a Dask
-``client`` the points are evaluated on its workers (``client.map``); without one, in this process.
+(the cluster's node count); an unknown key is a :class:`SpecError` before anything runs. A point that
+is bad input (a config that does not validate, ``nodes=2.5``), that raises, or that does not fit
+becomes a row with ``feasible=False``, a ``status`` and the reason — the sweep keeps going (rows:
+sweep_rows.py). With a Dask ``client`` chunks of points run on its workers (sweep_dask.py); without
+one, in this process. With ``out`` the rows stream to a Parquet (or CSV) file as they finish and a
+rerun resumes from it (sweep_store.py). Rows come back in grid order whatever the completion order,
+so an interrupted-and-resumed sweep equals an uninterrupted one.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
-from typing import Any
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Iterator
 
-from simtrain.errors import SimtrainError, SpecError
+from simtrain.errors import SpecError
+from simtrain.search.sweep_rows import (
+    RESULT_COLUMNS,
+    check_grid,
+    evaluate_chunk,
+    evaluate_point,
+    grid_points,
+    point_key,
+)
 
-__all__ = ["sweep", "grid_points", "evaluate_point"]
+__all__ = ["sweep", "grid_points", "evaluate_point", "point_key", "RESULT_COLUMNS", "ENGINES"]
 
-RESULT_COLUMNS = ("feasible", "step_time_s", "samples_per_s", "tokens_per_s", "mfu", "hfu", "memory_bytes",
-                  "memory_fits", "bottleneck", "reasons")
-
-
-def grid_points(grid: dict[str, list]) -> list[dict[str, Any]]:
-    """The cartesian product of the grid, in a deterministic order (keys sorted)."""
-    keys = sorted(grid)
-    for k in keys:
-        if not isinstance(grid[k], (list, tuple)) or not grid[k]:
-            raise SpecError.one(None, f"grid.{k}", "must be a non-empty list of values")
-    return [dict(zip(keys, values, strict=False)) for values in itertools.product(*(grid[k] for k in keys))]
-
-
-def _failed(point: dict, reason: str) -> dict:
-    row = dict(point)
-    row.update({c: math.nan for c in RESULT_COLUMNS})
-    row.update(feasible=False, memory_fits=False, bottleneck="", reasons=reason)
-    return row
+ENGINES = ("estimate",)
+#: rows are written to ``out`` at least this often (a crash loses at most this much work)
+FLUSH_INTERVAL_S = 1.0
+#: the progress bar appears only once a sweep has run this long (issue 14: "longer than ~2 s")
+PROGRESS_DELAY_S = 2.0
 
 
-def evaluate_point(model, cluster, base_cfg, point: dict, engine: str = "estimate") -> dict:
-    """One row: the point's values and the report's headline numbers (never raises for bad points)."""
-    from simtrain.estimator import estimate
-    from simtrain.specs.train import TrainConfig
-    fields = {**base_cfg.model_dump(exclude_unset=True), **{k: v for k, v in point.items() if k != "nodes"}}
-    try:
-        cfg = TrainConfig.build(None, **fields)
-        target = cluster.with_nodes(point["nodes"]) if "nodes" in point else cluster
-        if engine != "estimate":
-            raise SpecError.one(None, "engine", f"unknown engine {engine!r}; this build has 'estimate'")
-        r = estimate(model, target, cfg)
-    except (SpecError, SimtrainError, ValueError) as err:
-        return _failed(point, str(err))
-    row = dict(point)
-    mem = r.memory
-    row.update(feasible=r.feasible, step_time_s=r.step_time_s, samples_per_s=r.samples_per_s,
-               tokens_per_s=r.tokens_per_s, mfu=r.mfu, hfu=r.hfu,
-               memory_bytes=mem.total_bytes if mem else math.nan,
-               memory_reserved_bytes=mem.reserved_bytes if mem else math.nan, memory_fits=bool(mem and mem.fits),
-               bottleneck=r.bottleneck, reasons="; ".join(r.reasons))
-    return row
+def _fingerprint(model, cluster, cfg, engine: str) -> str:
+    """What a stored row depends on besides its point: resume refuses a file of another sweep."""
+    facts = {"model": [model.name, model.param_count, len(model.ops), getattr(model, "seq_len", None),
+                       model.flops_per_sample()],
+             "cluster": cluster.model_dump(mode="json"), "cfg": cfg.model_dump(mode="json"), "engine": engine}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def sweep(model, cluster, cfg, grid: dict[str, list], engine: str = "estimate", client=None):
-    """pandas DataFrame, one row per grid point (see module docstring)."""
-    import pandas as pd
+def _chunks(points: list[dict], size: int) -> list[list[dict]]:
+    return [points[i:i + size] for i in range(0, len(points), size)]
+
+
+def _auto_chunk(n_points: int, threads: int) -> int:
+    # ~4 chunks per worker thread keeps the load balanced; 500 points (~1 s of estimates) bounds
+    # a chunk's latency and what a killed worker has to redo; 1 point per task is the old slow path
+    return max(1, min(500, -(-n_points // (4 * threads))))
+
+
+def _local(model, cluster, cfg, engine: str, chunks: list[list[dict]]) -> Iterator[list[dict]]:
+    for chunk in chunks:
+        yield evaluate_chunk(model, cluster, cfg, chunk, engine)
+
+
+def _progress_bar(total: int, initial: int, progress: bool | None):
+    from tqdm.auto import tqdm
+    enabled = sys.stderr.isatty() if progress is None else bool(progress)
+    return tqdm(total=total, initial=initial, disable=not enabled, delay=PROGRESS_DELAY_S, unit="pt",
+                desc="sweep", file=sys.stderr, dynamic_ncols=True)
+
+
+class _Sink:
+    """Collects finished rows; writes them to the store at most every FLUSH_INTERVAL_S and, on the
+    way out (also on KeyboardInterrupt or any error), whatever is still buffered."""
+
+    def __init__(self, store, schema) -> None:
+        self.store, self.schema, self.buffer, self.tables = store, schema, [], []
+        self.last_flush = time.monotonic()
+
+    def add(self, rows: list[dict]) -> None:
+        self.buffer.extend(rows)
+        if time.monotonic() - self.last_flush >= FLUSH_INTERVAL_S:
+            self.flush()
+
+    def flush(self) -> None:
+        from simtrain.search.sweep_store import to_table
+        if self.buffer:
+            table = to_table(self.buffer, self.schema)
+            self.buffer = []
+            self.tables.append(table)
+            if self.store is not None:
+                self.store.write_part(table)
+        self.last_flush = time.monotonic()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.flush()
+
+
+def _in_grid_order(tables, schema, keys: list[str]):
+    import pyarrow as pa
+    table = pa.concat_tables([schema.empty_table(), *tables])
+    where = {k: i for i, k in enumerate(table.column("point_key").to_pylist())}
+    return table.take([where[k] for k in keys])
+
+
+def _inputs(model, cluster, cfg, engine: str):
+    from simtrain.inputs import as_cluster, as_config, as_model
+    if engine not in ENGINES:
+        raise SpecError.one(None, "engine", f"unknown engine {engine!r}; one of {', '.join(ENGINES)}")
+    return as_model(model), as_cluster(cluster), as_config(cfg)
+
+
+def sweep(model, cluster, cfg, grid: dict[str, list], engine: str = "estimate", client=None, out=None,
+          resume: bool = True, progress: bool | None = None, chunk_size: int | None = None):
+    """pandas DataFrame, one row per grid point in grid order (see module docstring).
+
+    ``model`` / ``cluster`` / ``cfg`` may be library names or paths (as for ``st.estimate``);
+    ``client`` a ``distributed.Client``; ``out`` a ``.parquet`` or ``.csv`` path that rows stream to
+    and that a rerun resumes from (``resume=False`` starts afresh); ``progress`` None shows a tqdm bar
+    when stderr is a terminal and the sweep runs over 2 s, True / False force it; ``chunk_size`` is
+    the points per Dask task (default: ~4 chunks per worker thread, at most 500)."""
+    from simtrain.search.sweep_store import SweepStore, sweep_schema
+    grid = check_grid(grid)
+    model, cluster, cfg = _inputs(model, cluster, cfg, engine)
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
+        raise SpecError.one(None, "chunk_size", f"must be a whole number >= 1, got {chunk_size!r}")
     points = grid_points(grid)
-    if client is None:
-        rows = [evaluate_point(model, cluster, cfg, p, engine) for p in points]
-    else:
-        futures = client.map(evaluate_point, [model] * len(points), [cluster] * len(points),
-                             [cfg] * len(points), points, [engine] * len(points), pure=False)
-        rows = client.gather(futures)
-    return pd.DataFrame(rows)
+    keys = [point_key(p) for p in points]
+    schema = sweep_schema(grid, _fingerprint(model, cluster, cfg, engine))
+    store = SweepStore(out, schema, resume) if out is not None else None
+    stored = store.load(set(keys)) if store is not None else schema.empty_table()
+    done = {k for k, s in zip(stored.column("point_key").to_pylist(), stored.column("status").to_pylist(),
+                              strict=True) if s != "error"}
+    todo = [p for p, k in zip(points, keys, strict=True) if k not in done]
+    with _progress_bar(len(points), len(points) - len(todo), progress) as bar, _Sink(store, schema) as sink:
+        sink.tables.append(stored)
+        if client is None:
+            runs = _local(model, cluster, cfg, engine, _chunks(todo, chunk_size or 32))
+        else:
+            from simtrain.search.sweep_dask import dask_threads, run_on_dask
+            size = chunk_size or _auto_chunk(len(todo), dask_threads(client))
+            runs = run_on_dask(client, model, cluster, cfg, engine, _chunks(todo, size))
+        for rows in runs:
+            sink.add(rows)
+            bar.update(len(rows))
+    table = _in_grid_order(sink.tables, schema, keys)
+    if store is not None:
+        store.finish(table)
+    return table.to_pandas()

@@ -10,7 +10,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from simtrain.errors import SpecError
-from simtrain.glossary import DeviceKind, DType, LinkKind
+from simtrain.glossary import DeviceKind, DType, LinkKind, Mark
 from simtrain.specs.base import (
     Bytes,
     BytesPerS,
@@ -46,6 +46,9 @@ class MatrixUnit(Spec):
     units_count: Sourced[Annotated[int, Field(ge=1, le=10_000_000)]]
     fma_per_clock_per_unit: dict[DType, Annotated[float, Field(gt=0, le=1e6)]]
     clock_hz: Sourced[Hertz]
+    clock_hz_by_dtype: dict[DType, Sourced[Hertz]] = Field(default_factory=dict)
+    """Per-precision design clock where it differs from ``clock_hz`` (an FPGA closes timing lower for a
+    soft-logic fp32 FMA than for packed int8 MACs in the hard DSP); absent dtypes use ``clock_hz``."""
     tile: tuple[int, int, int] | None = None
     """(m, n, k) granularity a matmul must align to for full efficiency (tensor-core tile / MXU)."""
     parallel_tiles: Annotated[int, Field(ge=1)] | None = None
@@ -59,11 +62,19 @@ class MatrixUnit(Spec):
             raise ValueError("tile dims must be >= 1")
         return self
 
+    def clock_for(self, dtype: DType) -> float:
+        """The clock the ``dtype`` path runs at (Hz)."""
+        clock = self.clock_hz_by_dtype.get(DType(dtype))
+        return (clock or self.clock_hz).value
+
     def derived_peak_flops_per_s(self, dtype: DType) -> float | None:
-        fma = self.fma_per_clock_per_unit.get(dtype)
+        """``units × fma_per_clock_per_unit[dtype] × 2 × clock_for(dtype)`` (one FMA = 2 FLOPs); for an
+        FPGA the units are DSP slices and the FMA rate per slice is the design's mapping (e.g. 2 packed
+        int8 MACs per DSP48E2, or 1 / 2.5 of an fp32 FMA built from 2.5 slices and LUTs)."""
+        fma = self.fma_per_clock_per_unit.get(DType(dtype))
         if fma is None:
             return None
-        return self.units_count.value * fma * 2.0 * self.clock_hz.value
+        return self.units_count.value * fma * 2.0 * self.clock_for(dtype)
 
 
 class MemoryTier(Spec):
@@ -151,8 +162,10 @@ class Device(Spec):
     kind: DeviceKind
     vendor: str | None = None
     description: str = ""
-    peak_flops_per_s: dict[DType, Sourced[FlopsPerS]]
-    """Dense peak per dtype (never the 2:4-sparse figure). For int8 the value is ops/s."""
+    peak_flops_per_s: dict[DType, Sourced[FlopsPerS]] = Field(default_factory=dict)
+    """Dense peak per dtype (never the 2:4-sparse figure). For int8 the value is ops/s. An FPGA may leave
+    out a dtype its matrix unit derives (a design's peak is DSP count × ops per DSP × clock, not a
+    datasheet figure): :attr:`peaks_flops_per_s` adds it, marked D."""
     vector_flops_per_s: Sourced[FlopsPerS] | None = None
     """Non-matrix (SIMD / CUDA-core) fp32 rate used by elementwise ops; defaults to the fp32 peak."""
     memory: Annotated[list[MemoryTier], Field(min_length=1, max_length=8)]
@@ -170,12 +183,20 @@ class Device(Spec):
     """An off-device store the device streams from, not part of its own hierarchy (Cerebras MemoryX:
     weights live there and are streamed in layer by layer; ``bandwidth_bytes_per_s`` is the streaming
     rate into one device, i.e. the system I/O, not the store's internal rate). None for everything else."""
+    execution: Literal["time_multiplexed", "layer_pipelined"] | None = None
+    """FPGA execution style (None: time-multiplexed). ``time_multiplexed``: one engine runs the layers one
+    after another, weights streamed from HBM/DDR. ``layer_pipelined``: a dataflow design, every layer its
+    own pipeline stage with its weights resident in BRAM/URAM; see :mod:`simtrain.cost.fpga`."""
     notes: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Device:
-        if not self.peak_flops_per_s:
-            raise ValueError("peak_flops_per_s needs at least one dtype")
+        if not self.peaks_flops_per_s:
+            raise ValueError("peak_flops_per_s needs at least one dtype (an FPGA may derive it from matrix_unit)")
+        if self.execution is not None and self.kind.value != "fpga":
+            raise ValueError(f"execution {self.execution!r} is an FPGA design choice; kind is {self.kind.value!r}")
+        if self.execution == "layer_pipelined" and not any(t.level == "sram" for t in self.memory):
+            raise ValueError("layer_pipelined execution keeps the weights on chip: give an 'sram' memory tier")
         names = [t.name for t in self.memory]
         if len(set(names)) != len(names):
             raise ValueError(f"memory tier names must be unique, got {names}")
@@ -209,19 +230,38 @@ class Device(Spec):
     def memory_bandwidth_bytes_per_s(self) -> float:
         return self.main_tier.bandwidth_bytes_per_s.value
 
+    @property
+    def peaks_flops_per_s(self) -> dict[DType, Sourced[float]]:
+        """``peak_flops_per_s`` plus, on an FPGA, each dtype its matrix unit derives and the spec does not
+        list (``MatrixUnit.derived_peak_flops_per_s``, marked D): the peaks every cost rule reads."""
+        unit = self.matrix_unit
+        if self.kind.value != "fpga" or unit is None:
+            return dict(self.peak_flops_per_s)
+        out = dict(self.peak_flops_per_s)
+        for dtype in unit.fma_per_clock_per_unit:
+            if dtype not in out:
+                out[dtype] = Sourced[float](value=unit.derived_peak_flops_per_s(dtype), mark=Mark.D,
+                                            source=f"derived: {unit.units_count.value:g} {unit.kind} x "
+                                                   f"{unit.fma_per_clock_per_unit[dtype]:g} FMA/clk x 2 x "
+                                                   f"{unit.clock_for(dtype) / 1e9:g} GHz")
+        return out
+
     def peak(self, dtype: DType | str) -> float | None:
         """Dense peak FLOP/s for ``dtype``; ``None`` when the device has no such path."""
         s = self.peak_flops_per_s.get(DType(dtype))
+        if s is None and self.kind.value == "fpga":
+            s = self.peaks_flops_per_s.get(DType(dtype))
         return None if s is None else s.value
 
     @property
     def vector_peak_flops_per_s(self) -> float:
         if self.vector_flops_per_s is not None:
             return self.vector_flops_per_s.value
+        peaks = self.peaks_flops_per_s
         for dt in (DType.FP32, DType.BF16, DType.FP16, DType.INT8):
-            if dt in self.peak_flops_per_s:
-                return self.peak_flops_per_s[dt].value
-        return next(iter(self.peak_flops_per_s.values())).value
+            if dt in peaks:
+                return peaks[dt].value
+        return next(iter(peaks.values())).value
 
 
 # ----------------------------------------------------------------------------------------------

@@ -116,11 +116,21 @@ class Network(Spec):
     torus_dims: list[Annotated[int, Field(ge=1)]] | None = None
     """For a torus spanning nodes (TPU ICI): chips along each axis, product = total devices."""
     switch_latency_s: Sourced[Seconds] | None = None
+    slices_count: Annotated[int, Field(ge=1, le=4096)] = 1
+    """TPU multislice: ``torus_dims`` is one slice (its ICI torus); ``slices_count`` such slices are joined
+    by the data-centre network (DCN), over which data parallelism across slices runs."""
+    dcn_link: LinkRef | None = None
+    """The host's DCN port between slices (one NIC), used only when ``slices_count`` > 1."""
+    dcn_links_per_node: Annotated[int, Field(ge=0, le=64)] = 0
+    dcn_latency_s: Sourced[Seconds] | None = None
+    """Switch hops across the data-centre network between slices, added to the NIC's latency."""
 
     @model_validator(mode="after")
     def _check(self) -> Network:
         if self.topology != "none" and self.nic_link is None:
             raise ValueError(f"network topology {self.topology!r} needs nic_link")
+        if self.slices_count > 1 and (self.topology != "torus" or self.dcn_link is None or self.dcn_links_per_node < 1):
+            raise ValueError("slices_count > 1 (multislice) needs a torus network, dcn_link and dcn_links_per_node >= 1")
         if self.topology in ("fat_tree", "rail_optimized") and self.nics_per_node < 1:
             raise ValueError(f"network topology {self.topology!r} needs nics_per_node >= 1")
         if self.topology == "torus" and not self.torus_dims:
@@ -130,6 +140,11 @@ class Network(Spec):
     @property
     def per_node_bytes_per_s(self) -> float:
         return 0.0 if self.nic_link is None else self.nic_link.per_direction_bytes_per_s * self.nics_per_node
+
+    @property
+    def dcn_per_node_bytes_per_s(self) -> float:
+        """Per-direction DCN bandwidth out of one host (all its DCN NICs)."""
+        return 0.0 if self.dcn_link is None else self.dcn_link.per_direction_bytes_per_s * self.dcn_links_per_node
 
 
 class Cluster(Spec):
@@ -147,9 +162,10 @@ class Cluster(Spec):
     def _check(self) -> Cluster:
         if self.network.topology == "none" and self.nodes_count > 1:
             raise ValueError(f"network.topology 'none' cannot join nodes_count={self.nodes_count} nodes")
-        dims = self.network.torus_dims
-        if dims and math.prod(dims) != self.devices_count:
-            raise ValueError(f"network.torus_dims {dims} multiply to {math.prod(dims)}, not the "
+        dims, slices = self.network.torus_dims, self.network.slices_count
+        if dims and math.prod(dims) * slices != self.devices_count:
+            per = "" if slices == 1 else f" × {slices} slices"
+            raise ValueError(f"network.torus_dims {dims}{per} multiply to {math.prod(dims) * slices}, not the "
                              f"{self.devices_count} devices ({self.nodes_count} nodes × "
                              f"{self.node.devices_count} devices)")
         return self
@@ -168,10 +184,17 @@ class Cluster(Spec):
         data = self.model_dump(mode="python")
         data["nodes_count"] = nodes
         net = self.network
-        if net.torus_dims:
+        per_slice = self.nodes_count // net.slices_count
+        if net.slices_count > 1 and nodes >= per_slice:  # multislice: keep the slice shape, count slices
+            if nodes % per_slice:
+                raise ValueError(f"{self.name} is built of {per_slice}-host slices: nodes must be a multiple "
+                                 f"of {per_slice} (or fewer, one smaller slice), got {nodes}")
+            data["network"]["slices_count"] = nodes // per_slice
+        elif net.torus_dims:  # one torus (a smaller slice of a multislice cluster too)
+            data["network"]["slices_count"] = 1
             data["network"]["torus_dims"] = balanced_dims(nodes * self.node.devices_count, len(net.torus_dims))
         data["node"] = self.node
-        data["network"] = {**data["network"], "nic_link": net.nic_link}
+        data["network"] = {**data["network"], "nic_link": net.nic_link, "dcn_link": net.dcn_link}
         return Cluster.model_validate(data)
 
     @classmethod

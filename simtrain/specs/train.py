@@ -103,7 +103,13 @@ class TrainConfig(Spec):
     recompute_every_k_blocks: Annotated[int, Field(ge=1)] | None = None
     """With recompute='full': checkpoint only every k-th block (k=1 is every block)."""
     fused_optimizer: bool = True
-    """Fused / multi-tensor optimizer step (≈2× parameter bytes moved) vs unfused (≈5×)."""
+    """Legacy switch, read only when set explicitly (or by a stack) and ``optimizer_impl`` is None:
+    True ≡ ``optimizer_impl="fused"``, False ≡ ``"for-loop"``."""
+    optimizer_impl: Literal["for-loop", "foreach", "fused"] | None = None
+    """How the optimizer step runs (PyTorch ``foreach=False`` / ``foreach=True`` / ``fused=True``):
+    for-loop = one kernel per op per tensor with temporaries; foreach = the same ops as multi-tensor
+    kernels; fused = one pass. None: what PyTorch picks for the device (foreach on GPUs, the for-loop
+    on CPUs), unless ``fused_optimizer`` is set explicitly. Costs: ``simtrain/cost/optimizer.py``."""
     grad_clipping: bool = True
     """Clip gradients by their global norm before the step (Megatron --clip-grad 1.0, torchtitan
     max_norm, HF max_grad_norm=1.0: all on by default): a read pass for the norm, a scaling pass."""
@@ -174,6 +180,10 @@ class TrainConfig(Spec):
             if self.recompute is not Recompute.SELECTIVE:
                 out.append("recompute_modules needs recompute='selective'")
             out += check_modules(self.recompute_modules)
+        if self.optimizer_impl is not None and "fused_optimizer" in self.model_fields_set and \
+                (self.optimizer_impl == "fused") != self.fused_optimizer:
+            out.append(f"optimizer_impl={self.optimizer_impl!r} contradicts fused_optimizer={self.fused_optimizer}; "
+                       "give one of them")
         if isinstance(self.stack, str):
             from simtrain.specs.stack import stack_names
             if self.stack not in stack_names():

@@ -38,7 +38,7 @@ def test_specs_list_shows_the_whole_library(capsys):
     # V100 has no bf16: its best 16-bit peak is fp16
     assert devices["v100-sxm2-32gb"][2:4] == ["125 TFLOP/s", "fp16"]
     # Alveo U280 has no 16-bit path in the library: fp32
-    assert devices["alveo-u280"][2:4] == ["3.60 TFLOP/s", "fp32"]
+    assert devices["alveo-u280"][2:4] == ["3.61 TFLOP/s", "fp32"]  # DSPs × FMA per DSP × clock
     # NVLink4 per direction is half of 50 GB/s bidirectional
     assert _table_rows(out, "Links")["nvlink4"][2] == "25.0 GB/s"
     assert _table_rows(out, "Nodes")["dgx-h100"][-1] == "450 GB/s"
@@ -63,7 +63,7 @@ def test_print_library_is_the_default_table(capsys):
 
 def test_headline_peak_order():
     assert headline_peak(st.load_device("h100-sxm5-80gb"))[0].value == "bf16"
-    assert headline_peak(st.load_device("versal-v80"))[0].value == "fp16"
+    assert headline_peak(st.load_device("versal-v80"))[0].value == "bf16"  # bf16 through the fp32 DSP path
     assert headline_peak(st.load_device("alveo-u280"))[0].value == "fp32"
 
 

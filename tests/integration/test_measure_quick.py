@@ -59,6 +59,8 @@ def test_calibrate_runs_on_a_real_measurement(tiny, tmp_path):
 def test_cli_calibrate_from_saved_measurements(tiny, tmp_path, capsys):
     from simtrain.cli import main
     path = tiny.save(tmp_path / "m.json")
-    assert main(["calibrate", "--device", "cpu", "--measurements", str(path), "--out", str(tmp_path / "p.yaml")]) == 0
+    # --allow-noisy: this checks the fit's output; whether the CI machine was quiet is not the point
+    assert main(["calibrate", "--device", "cpu", "--measurements", str(path), "--out", str(tmp_path / "p.yaml"),
+                 "--allow-noisy"]) == 0
     out = capsys.readouterr().out
     assert "(loaded)" in out and "MAPE" in out and (tmp_path / "p.yaml").exists()

@@ -54,9 +54,11 @@ def test_vector_counts_by_hand():
     assert counts.norm_counts("layernorm", 12, 4, 4) == (96.0, 4 * (24 + 8))  # x, y + γ, β
     assert counts.softmax_counts(6, 4) == (30.0, 48.0)
     assert counts.embedding_counts(3, 5, 4) == (0.0, 3 * 8 + 2 * 3 * 5 * 4)
-    # AdamW fused: 13 FLOPs/param (cost/optimizer.py), 7 passes × 4 B; unfused 16 passes, 7 kernels/tensor
-    assert counts.optimizer_counts("adamw", 100, 2, True) == (1300.0, 2800.0, 1)
-    assert counts.optimizer_counts("adamw", 100, 2, False) == (1300.0, 6400.0, 14)
+    # AdamW fused: 13 FLOPs/param (cost/optimizer.py), 7 passes × 4 B, one kernel per tensor on CPU and
+    # one multi-tensor launch for ≤ 36 tensors on a GPU; for-loop 20 passes, 9 kernels per tensor
+    assert counts.optimizer_counts("adamw", 100, 2, "fused") == (1300.0, 2800.0, 2)
+    assert counts.optimizer_counts("adamw", 100, 2, "fused", "gpu") == (1300.0, 2800.0, 1)
+    assert counts.optimizer_counts("adamw", 100, 2, "for-loop") == (1300.0, 8000.0, 18)
 
 
 def test_cpu_peak_from_machine_facts_by_hand():
@@ -107,8 +109,8 @@ def _shapes() -> list[Row]:
             rows.append(_row(op, OpClass.ELEMENTWISE, counts.elementwise_counts(op, numel, 4), numel=numel))
         rows.append(_row("copy", OpClass.MEMORY, counts.copy_counts(numel, 4), numel=numel))
         rows.append(_row("layernorm", OpClass.NORM, counts.norm_counts("layernorm", numel, 256, 4), numel=numel))
-    for tensors, fused in ((64, True), (64, False), (8, False)):
-        f, b, k = counts.optimizer_counts("adamw", tensors * 65536, tensors, fused)
+    for tensors, impl in ((64, "fused"), (64, "for-loop"), (8, "for-loop")):
+        f, b, k = counts.optimizer_counts("adamw", tensors * 65536, tensors, impl)
         rows.append(_row("adamw", OpClass.ELEMENTWISE, (f, b), "optim", k, tensors=tensors))
     return rows
 

@@ -11,9 +11,11 @@ Byte accounting (elements unless said otherwise; B = the example batch):
 * floating tensors → ``act_read`` / ``act_write`` ÷ B; other dtypes (int64 indices, bool masks) and
   fp32 statistics a rule names → ``fixed_read_bytes`` / ``fixed_write_bytes`` ÷ B;
 * FLOPs ÷ B into the event's phase (or each rule part's phase); an operator none of whose inputs
-  scales with the batch (on weights, constants or a loss scalar) keeps its FLOPs per micro-batch
-  in the ``flops_per_batch`` attribute instead (not in ``flops``, which the cost layer multiplies
-  by the micro-batch).
+  and none of whose outputs scales with the batch (on weights, constants or a loss scalar) keeps its
+  FLOPs per micro-batch in the ``flops_per_batch`` attribute instead (not in ``flops``, which the
+  cost layer multiplies by the micro-batch). The outputs matter: under a ``.sum()`` loss the output
+  gradient is a scalar broadcast to the batch (one element behind it), so the last layer's
+  ``dX = dY · W`` reads nothing batch-sized, yet writes B rows and does B times the work.
 
 Saved tensors (deduplicated by storage at capture, parameters and buffers excluded) land on the call
 that saved them first: floating storages → ``Saved.act`` (elements), 1-byte bool/uint8 →
@@ -126,7 +128,8 @@ def _named(ev: AtenEvent, names: tuple[str, ...]) -> list[TensorMeta]:
 
 def _fold_piece(acc: OpCounts, ev: AtenEvent, cost: AtenCost, phase: str, flops: float,
                 reads: list[TensorMeta], writes: list[tuple[int, TensorMeta]], per_mb) -> None:
-    fixed = all(per_mb(m) for m in ev.inputs)  # no input scales with the batch
+    # no input and no output scales with the batch (see the module docstring: a broadcast dY)
+    fixed = all(per_mb(m) for m in ev.inputs) and all(per_mb(m) for _, m in writes)
     if fixed and flops:
         acc.flops_per_batch[phase] += flops
         acc.aten_flops_per_batch[(ev.name, phase)] += flops

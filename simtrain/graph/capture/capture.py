@@ -13,6 +13,14 @@ Three hooks run together (all public or documented-private torch APIs):
   deduplicated (first sighting wins), parameters and buffers are excluded (saved by reference:
   model state, not activation memory).
 
+Composite functions in :data:`TRANSPARENT_CALLS` (``F.multi_head_attention_forward``) are not one
+call: their body runs with the mode still active, so ``nn.MultiheadAttention`` is captured as what it
+runs — the in-projection GEMM, the attention core (``bmm`` / softmax / ``bmm``, or SDPA when no
+weights are returned) and the out-projection GEMM — not as one attention op with its projections.
+A torch-function mode is popped while its handler runs, so the handler pushes itself back and lets
+the function's own ``has_torch_function`` check answer False once (the body then runs instead of
+dispatching to the mode again); the inner torch calls then reach the mode as calls of their own.
+
 Module paths come from global forward pre/post hooks over the root's ``named_modules()``.
 Parameter gradients and buffers (batch-norm running statistics) are restored afterwards and the CPU
 RNG is forked, so capturing leaves the module as it was.
@@ -21,6 +29,7 @@ RNG is forked, so capturing leaves the module as it was.
 from __future__ import annotations
 
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +40,10 @@ from torch.utils._pytree import tree_flatten
 
 from simtrain.graph.capture.events import AtenEvent, CallRecord, SavedRecord, TensorMeta
 
-__all__ = ["Capture", "Recorder", "CallMode", "AtenMode", "storage_key"]
+__all__ = ["Capture", "Recorder", "CallMode", "AtenMode", "storage_key", "TRANSPARENT_CALLS"]
+
+#: composite torch functions recorded as their inner calls (see the module docstring)
+TRANSPARENT_CALLS = frozenset({"multi_head_attention_forward"})
 
 _TAG = "simtrain_call"
 _NODE = "simtrain_node"
@@ -288,6 +300,9 @@ class CallMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if getattr(func, "__name__", None) in TRANSPARENT_CALLS and hasattr(func, "__globals__"):
+            with self, _body_runs_once(func):
+                return func(*args, **kwargs)
         idx, prev = self.rec.open_call(func, args, kwargs)
         out = None
         try:
@@ -295,6 +310,30 @@ class CallMode(TorchFunctionMode):
         finally:
             self.rec.close_call(idx, prev, args, kwargs, out)
         return out
+
+
+@contextmanager
+def _body_runs_once(func):
+    """Make ``func``'s first ``has_torch_function`` check (its own, at its top) answer False, so its
+    body runs under the re-pushed mode instead of dispatching back to it; later checks are real."""
+    scope = func.__globals__
+    real = scope.get("has_torch_function")
+    if real is None:
+        yield
+        return
+    state = {"first": True}
+
+    def once(args):
+        if state["first"]:
+            state["first"] = False
+            return False
+        return real(args)
+
+    scope["has_torch_function"] = once
+    try:
+        yield
+    finally:
+        scope["has_torch_function"] = real
 
 
 class AtenMode(TorchDispatchMode):

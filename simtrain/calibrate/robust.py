@@ -1,0 +1,185 @@
+"""Is a measurement trustworthy? Confidence intervals of timed samples and contention detection.
+
+* **Confidence interval of a median**: percentile bootstrap (Efron & Tibshirani 1993, ch. 13): resample
+  the n samples with replacement ``resamples`` times (fixed seed: deterministic), take each resample's
+  median, report the 2.5th and 97.5th percentiles of those medians as the 95 % interval. No normality
+  assumption, which step times on a shared machine (a long right tail) do not meet.
+* **Contention**, from what Linux exposes (proc(5)):
+  - *steal*: the ``cpu`` line of ``/proc/stat`` (user nice system idle iowait irq softirq steal …, in
+    clock ticks); steal / total ticks between two readings is the share of time the hypervisor gave
+    this VM's CPUs to someone else;
+  - *other processes' CPU*: busy ticks (total − idle − iowait) between two readings, less this
+    process's own CPU time (``os.times()``: user + system, children included), over cores × wall time;
+  - *load*: the 1-minute load average against the core count;
+  - *spread*: the relative width of each row's 95 % interval (or p90 / p10 where no interval was
+    kept); many wide rows mean samples moved under the benchmark.
+  A profile is *unreliable* when any of these is past its threshold (:class:`Thresholds`);
+  ``simtrain calibrate`` then exits non-zero unless ``--allow-noisy``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["median_ci", "CpuTicks", "read_cpu_ticks", "parse_cpu_ticks", "Snapshot", "snapshot", "Thresholds",
+           "Contention", "assess", "contention_between", "row_spread", "measurements_contention"]
+
+
+def median_ci(samples: Sequence[float], confidence: float = 0.95, resamples: int = 2000,
+              seed: int = 0) -> tuple[float, float, float]:
+    """(median, low, high): the sample median and its percentile-bootstrap interval."""
+    x = np.asarray(samples, dtype=float)
+    if x.size == 0:
+        raise ValueError("median_ci needs at least one sample")
+    med = float(np.median(x))
+    if x.size == 1:
+        return med, med, med
+    rng = np.random.default_rng(seed)
+    meds = np.median(x[rng.integers(0, x.size, size=(resamples, x.size))], axis=1)
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    lo, hi = (float(v) for v in np.percentile(meds, [tail, 100.0 - tail]))
+    return med, min(lo, med), max(hi, med)
+
+
+@dataclass(frozen=True)
+class CpuTicks:
+    """Aggregate ``cpu`` line of /proc/stat, in clock ticks."""
+
+    total: float
+    idle: float
+    steal: float
+
+
+def parse_cpu_ticks(text: str) -> CpuTicks | None:
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "cpu":
+            v = [float(p) for p in parts[1:]]
+            v += [0.0] * (8 - len(v))
+            # guest time is already inside user / nice (proc(5)); summing the first 8 fields avoids double counting
+            return CpuTicks(total=sum(v[:8]), idle=v[3] + v[4], steal=v[7])
+    return None
+
+
+def read_cpu_ticks(path: str | Path = "/proc/stat") -> CpuTicks | None:
+    try:
+        return parse_cpu_ticks(Path(path).read_text())
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What :func:`contention_between` compares: CPU ticks, this process's CPU seconds, the clock."""
+
+    ticks: CpuTicks | None
+    own_cpu_s: float
+    wall_s: float
+    loadavg_1min: float | None
+
+
+def snapshot() -> Snapshot:
+    t = os.times()
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = None
+    return Snapshot(read_cpu_ticks(), t.user + t.system + t.children_user + t.children_system,
+                    time.monotonic(), load)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    steal_fraction: float = 0.05
+    """Above 5 % of CPU time stolen by the hypervisor the clock under the benchmarks is not ours."""
+    other_cpu_fraction: float = 0.25
+    """Other processes using a quarter of the cores' time: the benchmark threads shared their cores."""
+    load_per_core: float = 1.0
+    """Load average above the core count: runnable threads were waiting for a core."""
+    row_spread: float = 0.5
+    """A row is wide when its 95 % interval (or p90 − p10) exceeds half its median …"""
+    wide_rows_fraction: float = 0.2
+    """… and the profile is noisy when more than a fifth of its rows are wide."""
+
+
+@dataclass(frozen=True)
+class Contention:
+    steal_fraction: float | None
+    other_cpu_fraction: float | None
+    loadavg_1min: float | None
+    cores: int
+    wide_rows_fraction: float | None
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def reliable(self) -> bool:
+        return not self.reasons
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["reasons"] = list(self.reasons)
+        return d
+
+
+def contention_between(a: Snapshot, b: Snapshot, cores: int) -> tuple[float | None, float | None]:
+    """(steal fraction, other processes' CPU fraction) between two snapshots (None when unknown)."""
+    if a.ticks is None or b.ticks is None or b.ticks.total <= a.ticks.total:
+        return None, None
+    dt = b.ticks.total - a.ticks.total
+    steal = (b.ticks.steal - a.ticks.steal) / dt
+    busy = dt - (b.ticks.idle - a.ticks.idle) - (b.ticks.steal - a.ticks.steal)
+    # ticks are CPU-seconds × CLK_TCK summed over all cores: the busy share of all cores' time
+    busy_fraction = busy / dt
+    own = (b.own_cpu_s - a.own_cpu_s) / max(1e-9, (b.wall_s - a.wall_s) * cores)
+    return max(0.0, steal), max(0.0, busy_fraction - own)
+
+
+def row_spread(median_s: float, low_s: float, high_s: float) -> float:
+    return (high_s - low_s) / median_s if median_s > 0 else float("inf")
+
+
+def assess(steal: float | None, other_cpu: float | None, loadavg: float | None, cores: int,
+           spreads: Sequence[float], limits: Thresholds = Thresholds()) -> Contention:
+    """Contention facts and the reasons (empty when reliable) that a profile should not be trusted."""
+    reasons = []
+    if steal is not None and steal > limits.steal_fraction:
+        reasons.append(f"CPU steal {100 * steal:.1f} % of the time (limit {100 * limits.steal_fraction:.0f} %): "
+                       "the hypervisor ran someone else on these cores")
+    if other_cpu is not None and other_cpu > limits.other_cpu_fraction:
+        reasons.append(f"other processes used {100 * other_cpu:.0f} % of the cores' time while measuring "
+                       f"(limit {100 * limits.other_cpu_fraction:.0f} %)")
+    if loadavg is not None and loadavg > limits.load_per_core * cores:
+        reasons.append(f"load average {loadavg:.2f} above the {cores} cores")
+    wide = None
+    if spreads:
+        wide = sum(1 for s in spreads if s > limits.row_spread) / len(spreads)
+        if wide > limits.wide_rows_fraction:
+            reasons.append(f"{100 * wide:.0f} % of the benchmark rows vary by more than "
+                           f"{100 * limits.row_spread:.0f} % of their median (limit {100 * limits.wide_rows_fraction:.0f} % of rows)")
+    return Contention(steal, other_cpu, loadavg, cores, wide, tuple(reasons))
+
+
+def measurements_contention(m, limits: Thresholds = Thresholds(), sentinel_slowdown: float = 2.0) -> Contention:
+    """:func:`assess` of a :class:`~simtrain.calibrate.records.Measurements` from what it recorded:
+    steal / other-CPU / load in its settings (``measure`` stores them), every row's spread (its 95 %
+    interval when kept, else p90 − p10), and the sentinel GEMMs between groups (a closing sentinel
+    more than ``sentinel_slowdown`` × the opening one means the machine changed speed mid-run)."""
+    s = m.settings
+    spreads = [row_spread(r.median_s, r.ci_low_s, r.ci_high_s) if r.ci_low_s is not None
+               else row_spread(r.median_s, r.p10_s, r.p90_s) for r in m.rows]
+    load = s.get("loadavg_1min_end")
+    got = assess(s.get("steal_fraction"), s.get("other_cpu_fraction"),
+                 load if load is not None and load >= 0 else None, m.machine.cpu_cores, spreads, limits)
+    sentinels = [r.median_s for r in m.rows if r.bench == "sentinel_gemm"]
+    if len(sentinels) >= 2 and max(sentinels) > sentinel_slowdown * sentinels[0]:
+        why = (f"the sentinel GEMM ran {max(sentinels) / sentinels[0]:.1f}× slower between groups than at the "
+               "start: the machine's speed changed while measuring")
+        got = Contention(got.steal_fraction, got.other_cpu_fraction, got.loadavg_1min, got.cores,
+                         got.wide_rows_fraction, got.reasons + (why,))
+    return got

@@ -1,0 +1,73 @@
+"""Sweep chunks on a dask.distributed cluster: inputs scattered once, a bounded window of chunk tasks.
+
+Why this shape (issue 14: the per-point ``client.map`` was 37–49× slower than a local loop and the
+workers' memory grew): the model, cluster and base config are sent to every worker once
+(``client.scatter(..., broadcast=True)``) and each task evaluates a chunk of points, so a task's
+payload is a few point dicts instead of a pickled model. At most ``window`` chunk tasks are in flight
+(``distributed.as_completed``, topped up as each finishes) and each result is released as soon as it
+is read, so neither the scheduler nor the workers hold the whole sweep. A worker that dies mid-chunk
+is not a lost row: the scheduler reruns its tasks elsewhere (``distributed.scheduler.allowed-failures``,
+3 by default); a chunk that still fails comes back as rows with ``status="error"``, retried on resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from simtrain.errors import SimtrainError
+from simtrain.search.sweep_rows import evaluate_chunk, failed_row, point_key
+
+__all__ = ["run_on_dask", "dask_threads"]
+
+
+def dask_threads(client) -> int:
+    """Worker threads of the client's cluster (at least 1)."""
+    try:
+        return max(1, sum(client.nthreads().values()))
+    except Exception as err:  # noqa: BLE001 — a closed or unreachable client
+        raise SimtrainError(f"client: cannot reach the Dask scheduler: {type(err).__name__}: {err}") from err
+
+
+def _lost(chunk: list[dict], err: BaseException) -> list[dict]:
+    reason = f"the Dask task of this chunk failed: {type(err).__name__}: {err}"
+    return [{**failed_row(p, reason, status="error"), "point_key": point_key(p)} for p in chunk]
+
+
+def run_on_dask(client, model, cluster, cfg, engine: str, chunks: list[list[dict]],
+                window: int | None = None) -> Iterator[list[dict]]:
+    """Yield the rows of each chunk as its task finishes (completion order)."""
+    from distributed import as_completed
+    if not chunks:
+        return
+    window = window or 2 * dask_threads(client)
+    m, c, f = client.scatter([model, cluster, cfg], broadcast=True, hash=False)
+    pending: dict[str, list[dict]] = {}
+    todo = iter(chunks)
+
+    def submit(chunk):
+        fut = client.submit(evaluate_chunk, m, c, f, chunk, engine, pure=False)
+        pending[fut.key] = chunk
+        return fut
+
+    first = [submit(ch) for _, ch in zip(range(window), todo, strict=False)]
+    done = as_completed(first)
+    live = {fut.key: fut for fut in first}
+    try:
+        for fut in done:
+            chunk = pending.pop(fut.key)
+            live.pop(fut.key, None)
+            try:
+                rows = fut.result()
+            except Exception as err:  # noqa: BLE001 — KilledWorker after the retries, a lost scheduler
+                rows = _lost(chunk, err)
+            fut.release()
+            nxt = next(todo, None)
+            if nxt is not None:
+                new = submit(nxt)
+                live[new.key] = new
+                done.add(new)
+            yield rows
+    finally:
+        if live:  # interrupted: stop the tasks nobody will read
+            client.cancel(list(live.values()))
+        client.cancel([m, c, f])

@@ -1,0 +1,370 @@
+"""The vectorized estimate: many configurations at once, with the estimate's own cost rules.
+
+``estimate_grid(model, cluster, cfg, grid)`` / ``estimate_points(model, cluster, cfg, points)`` give
+one row per configuration with the numbers ``st.estimate`` gives (step time, MFU / HFU, allocated and
+reserved peak memory, feasibility, the last rank's compute / recompute / optimizer / bubble seconds);
+the test suite holds them equal to ``st.estimate`` to 1e-9 on random points.
+
+How: the axes split into *layout* axes (nodes, tp, pp, dp, cp, ep, micro-batch, virtual stages,
+schedule, SP, global batch), validated once per distinct layout with the scalar checks
+(``TrainConfig``, ``layout_problems``), and *settings* axes (recompute, ZeRO stage, stack, precision,
+optimizer, overlap and fusion switches), resolved once per distinct combination as ``estimate``
+resolves them (stack defaults, attention kernel, precision support). Valid points are grouped by
+pipeline structure and costed by search/vector_core.py. Settings the factoring does not cover
+(weight-streaming devices, emulated precisions, a data pipeline that can stall, frozen layers,
+partial recomputation) and grid keys outside the two lists fall back to ``st.estimate`` per point —
+exact, only slower.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from simtrain.errors import SimtrainError, SpecError
+
+__all__ = ["estimate_grid", "estimate_points", "estimate_codes", "LAYOUT_AXES", "SETTING_AXES"]
+
+LAYOUT_AXES = ("nodes", "tp", "pp", "dp", "cp", "ep", "micro_batch_size", "virtual_stages", "pipeline_schedule",
+               "sequence_parallel", "global_batch_size")
+SETTING_AXES = ("recompute", "zero_stage", "stack", "precision", "optimizer", "dp_overlap", "fused_optimizer",
+                "optimizer_impl", "grad_clipping")
+OOM_REASON = "out of memory: the peak rank's reserved memory exceeds the device's usable memory"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Setting:
+    """One distinct combination of the settings axes, resolved as ``estimate`` resolves it."""
+
+    cfg: object
+    model: object
+    reg: object
+    variant: int
+    sig_c: int
+    sig_l: int
+    sig_d: int
+    sig_a: int
+    prefetch: int
+    slow: float
+    host_dispatch_s: float
+    waits: bool
+    zero: int
+    dp_overlap: bool
+    overhead: float
+    reserve: float
+    workspace: float
+    flops_per_sample: float
+    peak_flops_per_s: float
+    knobs = ("prefetch", "slow", "host_dispatch_s", "waits", "zero", "dp_overlap", "overhead", "reserve",
+             "workspace", "flops_per_sample", "peak_flops_per_s")
+
+
+def _code(table: dict, value) -> int:
+    return table.setdefault(value, len(table))
+
+
+def _vectorizable(cfg, cluster) -> bool:
+    """Settings the factoring covers exactly (anything else: the scalar estimate per point)."""
+    d = cfg.data
+    data_free = d.sample_bytes is None and d.device_bytes_per_sample is None and d.transform_seconds_per_sample == 0
+    return (data_free and not cfg.frozen_prefixes and cfg.recompute_num_layers is None
+            and cfg.recompute_every_k_blocks is None and cluster.device.memory_external is None)
+
+
+def _setting(model, cluster, fields: dict, tables: dict):
+    """(_Setting, None) or (None, reason) or ("scalar", None) for one settings combination."""
+    from simtrain.cost.compute import matrix_peak_flops_per_s
+    from simtrain.cost.emulation import emulated_cluster
+    from simtrain.cost.precision import regime
+    from simtrain.estimator import _model_flops_per_sample, prepare_model
+    from simtrain.parallel.memory_plan import overhead_fraction
+    from simtrain.specs.stack import resolve_stack, stack_of
+    from simtrain.specs.train import TrainConfig
+    try:
+        cfg = resolve_stack(TrainConfig.build(None, **fields))
+        reg = regime(cfg.precision)
+        if emulated_cluster(cluster, reg.matmul_dtype, cfg.emulate_precision) is not cluster or \
+                not _vectorizable(cfg, cluster):
+            return "scalar", None
+        prepared = prepare_model(model, cfg)
+        peak = matrix_peak_flops_per_s(cluster.device, reg.matmul_dtype)
+    except (SpecError, SimtrainError) as err:
+        return None, str(err)
+    stack = stack_of(cfg)
+    variant = _code(tables.setdefault("variant", {}), id(prepared))
+    mods = None if cfg.recompute_modules is None else tuple(cfg.recompute_modules)
+    # which settings each piece reads (parallel/program.py _setting_key, split by piece)
+    sig_c = (variant, str(cfg.precision), cfg.moe_load_imbalance, stack, str(cfg.recompute), mods)
+    # the data-parallel side reads of the stack only the fp32 gradient buffer, fp8 gathers and prefetch depth;
+    # dp_overlap changes how its collectives hide (vector_rules), not their seconds
+    # (the optimizer step reads the implementation and whether fused_optimizer was set: program._setting_key)
+    sig_d = (variant, str(cfg.precision), cfg.zero_stage, str(cfg.optimizer), cfg.fused_optimizer,
+             getattr(cfg, "optimizer_impl", None), "fused_optimizer" in cfg.model_fields_set, cfg.grad_clipping,
+             cfg.dp_bucket_bytes, stack.grad_fp32_buffer, stack.fp8_allgather, stack.fsdp_prefetch_layers)
+    sig_a = (variant, str(cfg.precision), str(cfg.recompute), mods)
+    # the stage's own collectives read the recompute policy only for full recomputation and the stack
+    # only for TP overlap (comm_tasks._tp_tasks); ring attention (cp > 1) hides behind op costs: sig_c
+    sig_l = (variant, str(cfg.precision), str(cfg.recompute) == "full", stack.tp_comm_overlap,
+             stack.comm_compute_slowdown)
+    return _Setting(cfg, prepared, reg, variant, _code(tables.setdefault("c", {}), sig_c),
+                    _code(tables.setdefault("l", {}), sig_l),
+                    _code(tables.setdefault("d", {}), sig_d), _code(tables.setdefault("a", {}), sig_a),
+                    stack.fsdp_prefetch_layers, stack.comm_compute_slowdown, stack.host_dispatch_s,
+                    stack.gpu_waits_on_cpu, cfg.zero_stage, cfg.dp_overlap,
+                    overhead_fraction(cfg, stack) * cluster.device.usable_memory_bytes,
+                    stack.allocator_reserve_fraction, stack.workspace_bytes,
+                    _model_flops_per_sample(prepared, cfg.attention_flops), peak), None
+
+
+def _layout_scalar(model, cluster, base: dict, fields: dict):
+    """Validation of a point the vector path does not cover: the whole TrainConfig built."""
+    from simtrain.specs.train import TrainConfig
+    try:
+        cfg = TrainConfig.build(None, **{**base, **{k: v for k, v in fields.items() if k != "nodes"}})
+    except (SpecError, SimtrainError, ValueError) as err:
+        return None, str(err)
+    return _layout(model, cluster, cfg, {}, fields.get("nodes"), {})
+
+
+def _field_value(axis: str, value):
+    """(value as TrainConfig stores it, None) or (None, reason): the field's own validation (type,
+    bounds), which pydantic runs per field before the config-wide checks."""
+    from typing import Annotated
+
+    from pydantic import TypeAdapter, ValidationError
+
+    from simtrain.specs.train import TrainConfig
+    info = TrainConfig.model_fields[axis]
+    try:
+        kind = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+        return TypeAdapter(kind).validate_python(value), None
+    except ValidationError as err:
+        return None, f"{axis}: {err.errors()[0]['msg']} (got {value!r})"
+
+
+def _layout(model, cluster, base_cfg, fields: dict, nodes, checked: dict):
+    """(numbers, None) for a layout that can run — (cluster, dp, cfg) — else (None, reason). The
+    config-wide checks are TrainConfig's own (``_local_problems``, run by its validator) on the base
+    config with the layout's fields, each validated once per value (``checked``)."""
+    from simtrain.parallel.partition import partition_blocks
+    from simtrain.specs.train import layout_problems, resolve_dp
+    update = {}
+    for axis, value in fields.items():
+        key = (axis, type(value), value)
+        if key not in checked:
+            checked[key] = _field_value(axis, value)
+        update[axis], reason = checked[key]
+        if reason:
+            return None, reason
+    try:
+        target = cluster if nodes is None else checked.setdefault(("nodes", nodes), cluster.with_nodes(int(nodes)))
+    except (SpecError, SimtrainError, ValueError, TypeError) as err:
+        return None, str(err)
+    cfg = base_cfg.model_copy(update=update)
+    problems = cfg._local_problems() or layout_problems(cfg, target.devices_count, model)
+    if problems:
+        return None, "; ".join(problems)
+    chunks = cfg.pp * cfg.virtual_stages
+    if partition_blocks(model, chunks) is None:
+        return None, f"the model's {len(model.blocks)} blocks cannot fill pp × virtual_stages = {chunks} pipeline chunks"
+    dp, _ = resolve_dp(cfg, target.devices_count)
+    return (target, dp, cfg), None
+
+_OUTPUTS = ("step_time_s", "mfu", "hfu", "memory_bytes", "memory_reserved_bytes", "micro_batches", "compute_s",
+            "recompute_s", "optimizer_s", "bubble_s")
+
+
+def estimate_grid(model, cluster, cfg, grid: dict, *, frame: bool = True):
+    """Every point of the cartesian product of ``grid`` (keys: TrainConfig fields and ``nodes``; in the
+    order of ``st.sweep``: keys sorted, the last varying fastest). A ``virtual_stages`` axis without a
+    ``pipeline_schedule`` axis runs its values above 1 on the interleaved 1F1B schedule. A DataFrame, or with ``frame=False``
+    a dict of numpy arrays (the axes as codes into ``result["axes"]``)."""
+    keys = sorted(grid)
+    for k in keys:
+        if not isinstance(grid[k], (list, tuple)) or not grid[k]:
+            raise SpecError.one(None, f"grid.{k}", "must be a non-empty list of values")
+    sizes = [len(grid[k]) for k in keys]
+    n = math.prod(sizes)
+    codes, inner = {}, n
+    for k, size in zip(keys, sizes, strict=True):
+        inner //= size
+        codes[k] = np.tile(np.repeat(np.arange(size, dtype=np.int32), inner), n // (inner * size))
+    return _run(model, cluster, cfg, codes, {k: list(grid[k]) for k in keys}, n, frame)
+
+
+def estimate_points(model, cluster, cfg, points, *, frame: bool = True):
+    """One row per configuration of ``points``: a DataFrame or a dict of equal-length columns."""
+    if isinstance(points, (list, tuple)):  # rows as dicts: their values as given (pandas would make None NaN)
+        keys = list(dict.fromkeys(k for p in points for k in p))
+        if any(len(p) != len(keys) for p in points):
+            raise SpecError.one(None, "points", f"every point must give the same keys ({', '.join(keys)})")
+        columns = {k: [p[k] for p in points] for k in keys}
+    else:
+        import pandas as pd
+        table = pd.DataFrame(points)
+        columns = {k: table[k].tolist() for k in table.columns}
+    codes, uniques = {}, {}
+    for k, values in columns.items():
+        seen: dict = {}  # keyed by (type, value): True stays apart from 1
+        codes[k] = np.array([seen.setdefault((type(v), v), len(seen)) for v in values], dtype=np.int32)
+        uniques[k] = [v for _, v in seen]
+    return _run(model, cluster, cfg, codes, uniques, len(next(iter(columns.values()), [])), frame)
+
+
+def _check_keys(keys) -> bool:
+    """Raise on keys that are no TrainConfig field; True when every key is one the vector path covers."""
+    from simtrain.specs.train import TrainConfig
+    for k in keys:
+        if k != "nodes" and k not in TrainConfig.model_fields:
+            raise SpecError.one(None, f"grid.{k}", "is not a TrainConfig field (or 'nodes')")
+    return all(k in LAYOUT_AXES or k in SETTING_AXES for k in keys)
+
+
+def _distinct(codes: dict, uniques: dict, axes: list[str], n: int):
+    """(code per point, [{axis: value}] per distinct combination of ``axes``)."""
+    from simtrain.search.vector_core import factor
+    if not axes:
+        return np.zeros(n, dtype=np.int64), [{}]
+    inv, first = factor([codes[a] for a in axes])
+    return inv, [{a: uniques[a][codes[a][i]] for a in axes} for i in first]
+
+
+def _run(model, cluster, cfg, codes: dict, uniques: dict, n: int, frame: bool):
+    from simtrain.inputs import as_cluster, as_model
+    model, cluster = as_model(model), as_cluster(cluster)
+    covered = _check_keys(codes)
+    base = cfg.model_dump(exclude_unset=True)
+    lay_axes = [k for k in LAYOUT_AXES if k in codes] if covered else list(codes)
+    set_axes = [k for k in SETTING_AXES if k in codes] if covered else []
+    l_inv, l_vals = _distinct(codes, uniques, lay_axes, n)
+    s_inv, s_vals = _distinct(codes, uniques, set_axes, n)
+    facts_model = model.with_seq_len(cfg.seq_len)
+    if "virtual_stages" in codes and "pipeline_schedule" not in codes:  # v > 1 means interleaving
+        for f in l_vals:
+            if f["virtual_stages"] > 1:
+                f["pipeline_schedule"] = "interleaved-1f1b"
+    checked: dict = {}
+    layouts = [_layout(facts_model, cluster, cfg, {k: v for k, v in f.items() if k != "nodes"}, f.get("nodes"),
+                       checked) if covered else
+               _layout_scalar(facts_model, cluster, base, f) for f in l_vals]
+    tables: dict = {}
+    settings = [_setting(model, cluster, {**base, **f}, tables) if covered else ("scalar", None) for f in s_vals]
+    out = {k: np.full(n, np.nan) for k in _OUTPUTS}
+    out.update(feasible=np.zeros(n, dtype=bool), valid=np.zeros(n, dtype=bool), dp=np.zeros(n, dtype=np.int64),
+               devices=np.zeros(n, dtype=np.int64), gbs=np.zeros(n, dtype=np.int64), errors={})
+    reasons = np.array([r for _, r in layouts] + [r for _, r in settings] + [OOM_REASON, ""], dtype=object)
+    l_ok = np.array([lay is not None for lay, _ in layouts])[l_inv]
+    s_state = np.array([0 if s is None else (1 if isinstance(s, str) else 2) for s, _ in settings])[s_inv]
+    why = np.where(~l_ok, l_inv, len(layouts) + s_inv)
+    scalar = np.flatnonzero(l_ok & (s_state == 1))
+    vector = np.flatnonzero(l_ok & (s_state == 2))
+    _vector_points(vector, layouts, settings, l_inv, s_inv, out)
+    _scalar_points(scalar, model, base, l_vals, s_vals, l_inv, s_inv, layouts, codes, uniques, out, covered)
+    ran = out["valid"]
+    why = np.where(ran, np.where(out["feasible"], len(reasons) - 1, len(reasons) - 2), why)
+    out["reasons"] = reasons[why]
+    for i, text in out.pop("errors").items():
+        out["reasons"][i] = text
+    out["tokens_per_sample"] = facts_model.tokens_per_sample
+    if not frame:
+        out["axes"] = (codes, uniques)
+        return out
+    return _frame(codes, uniques, out)
+
+
+def _vector_points(idx, layouts, settings, l_inv, s_inv, out: dict) -> None:
+    from simtrain.search.vector_core import evaluate_group, factor
+    if not len(idx):
+        return
+    from simtrain.glossary import PipelineSchedule
+    scheds = list(PipelineSchedule)
+    clusters: dict = {}
+    cluster_of = {}
+    num = np.zeros((len(layouts), 12), dtype=np.int64)
+    for j, (lay, _) in enumerate(layouts):
+        if lay is None:
+            continue
+        target, dp, c = lay
+        code = _code(clusters, id(target))
+        cluster_of[code] = target
+        num[j] = (code, dp, c.tp, c.pp, c.cp, c.ep, c.micro_batch_size, c.virtual_stages,
+                  scheds.index(c.pipeline_schedule), c.sequence_parallel, c.global_batch_size, target.devices_count)
+    p = num[l_inv[idx]]
+    variant = np.array([s.variant if isinstance(s, _Setting) else -1 for s, _ in settings])[s_inv[idx]]
+    g_inv, g_first = factor([p[:, 0], p[:, 3], p[:, 7], p[:, 8], variant])
+    memo: dict = {}
+    for gi in range(len(g_first)):
+        sel = np.flatnonzero(g_inv == gi)
+        pts, q = idx[sel], p[sel]
+        local_s, s_code = np.unique(s_inv[pts], return_inverse=True)
+        group_settings = [settings[j][0] for j in local_s]
+        s_code = s_code.reshape(-1)
+        c = {"tp": q[:, 2], "dp": q[:, 1], "cp": q[:, 4], "ep": q[:, 5], "mb": q[:, 6], "sp": q[:, 9].astype(bool),
+             "gbs": q[:, 10], "S": s_code}
+        for sig in ("sig_c", "sig_l", "sig_d", "sig_a"):
+            c[sig] = np.array([getattr(s, sig) for s in group_settings])[s_code]
+        # ring attention overlaps op costs, which read every compute setting
+        c["sig_l"] = np.where(c["cp"] > 1, c["sig_l"] + (1 + int(c["sig_l"].max())) * (1 + c["sig_c"]), c["sig_l"])
+        res = evaluate_group(cluster_of[int(q[0, 0])], int(q[0, 3]), int(q[0, 7]), scheds[int(q[0, 8])],
+                             group_settings[0].model, group_settings, c, memo)
+        for k in _OUTPUTS:
+            out[k][pts] = res[k]
+        out["feasible"][pts], out["valid"][pts] = res["feasible"], True
+        out["dp"][pts], out["devices"][pts], out["gbs"][pts] = q[:, 1], q[:, 11], q[:, 10]
+
+
+def _scalar_points(idx, model, base, l_vals, s_vals, l_inv, s_inv, layouts, codes, uniques, out, covered) -> None:
+    """Points the factoring does not cover: ``st.estimate`` each (exact)."""
+    from simtrain.estimator import estimate
+    from simtrain.specs.train import TrainConfig
+    for i in idx:
+        fields = {**base, **{k: v for k, v in l_vals[l_inv[i]].items() if k != "nodes"}, **s_vals[s_inv[i]]}
+        if not covered:
+            fields.update({k: uniques[k][codes[k][i]] for k in codes if k != "nodes"})
+        target, dp, _ = layouts[l_inv[i]][0]
+        cfg = TrainConfig.build(None, **fields)
+        r = estimate(model, target, cfg)
+        out["dp"][i], out["devices"][i], out["gbs"][i] = dp, target.devices_count, cfg.global_batch_size
+        if r.memory is None:  # the estimate could not cost it (e.g. a precision the device lacks)
+            out["errors"][i] = "; ".join(r.reasons)
+            continue
+        out["valid"][i] = True
+        b = r.time_breakdown_s
+        vals = dict(step_time_s=r.step_time_s, mfu=r.mfu, hfu=r.hfu, memory_bytes=r.memory.total_bytes,
+                    memory_reserved_bytes=r.memory.reserved_bytes, micro_batches=r.layout["micro_batches"],
+                    compute_s=b["compute"], recompute_s=b["recompute"], optimizer_s=b["optimizer"],
+                    bubble_s=b["pipeline_bubble"])
+        for k, v in vals.items():
+            out[k][i] = v
+        out["feasible"][i] = r.feasible
+
+
+def _frame(codes: dict, uniques: dict, out: dict):
+    import pandas as pd
+    cols = {}
+    for k in codes:
+        values = uniques[k]
+        arr = np.empty(len(values), dtype=object)
+        arr[:] = values
+        cols[k] = arr[codes[k]]
+        if all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in values):
+            cols[k] = cols[k].astype(np.int64)
+    df = pd.DataFrame(cols)
+    for k in ("valid", "feasible", *_OUTPUTS, "reasons"):
+        df[k] = out[k]
+    if "dp" not in codes:
+        df["dp"] = out["dp"]
+    df["devices"] = out["devices"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df["samples_per_s"] = np.where(out["valid"], out["gbs"] / out["step_time_s"], np.nan)
+    df["tokens_per_s"] = df["samples_per_s"] * out["tokens_per_sample"]
+    return df
+
+
+def estimate_codes(model, cluster, cfg, codes: dict, uniques: dict, *, frame: bool = True):
+    """As :func:`estimate_points` with the columns already coded: ``codes[axis]`` an int array of
+    indices into ``uniques[axis]`` (the planner builds its candidates this way, without a row loop)."""
+    n = len(next(iter(codes.values()))) if codes else 1
+    return _run(model, cluster, cfg, codes, uniques, n, frame)

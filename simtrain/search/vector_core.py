@@ -1,0 +1,259 @@
+"""The vectorized estimate of one group of configurations that share a pipeline structure.
+
+A group is every configuration with the same cluster size, pipeline degree p, virtual stages v,
+schedule and model build: they share the partition of the model into stages and the schedule's task
+graph. Inside a group the step time is factored into pieces that each depend on a few axes:
+
+* per block kind — compute seconds, FLOPs and kernels of one micro-batch: ``program.stage_compute``
+  (op costs) on (micro-batch, cp, tp, SP, ep, compute settings);
+* per stage shape — the stage's own collectives (tp / cp / ep / pp): ``comm_tasks.microbatch_comm``
+  on (micro-batch, tp, cp, ep, dp, SP, compute settings); its data-parallel side (parameter memory,
+  optimizer step, gradient sync and ZeRO gathers: ``program._param_memory``, ``_optimizer_seconds``,
+  ``comm_tasks.step_comm`` / ``_fsdp_tasks``) on (tp, ep, dp, cp, SP, accumulating, dp settings); its
+  activations (``memory_plan._activations_and_working``) on (micro-batch, cp, tp, ep, SP, recompute).
+
+Each piece is computed by those scalar rules once per distinct sub-key (the first configuration
+holding it stands for all) and gathered back by index; the windows that mix pieces (host dispatch,
+overlap, bucketed sync, the pipeline recurrence, memory totals) run as numpy over the group
+(search/vector_rules.py, search/vector_pipeline.py).
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+
+import simtrain.search.vector_rules as rules
+from simtrain.parallel.comm import ClusterComm
+from simtrain.parallel.comm_tasks import _exposed, _fsdp_tasks, microbatch_comm, step_comm
+from simtrain.parallel.memory_plan import _activations_and_working, gathered_params_bytes
+from simtrain.parallel.model_index import model_index
+from simtrain.parallel.partition import partition_blocks
+from simtrain.parallel.program import (
+    Layout,
+    _last_op,
+    _OpCoster,
+    _optimizer_seconds,
+    _param_memory,
+    stage_compute,
+)
+from simtrain.parallel.schedule import in_flight_microbatches
+from simtrain.search.vector_pipeline import pipeline_finish_many
+from simtrain.specs.stack import stack_of
+
+__all__ = ["evaluate_group", "factor"]
+
+_COMPUTE = ("fw", "bw", "rc", "fwf", "bwf", "rcf", "fwk", "bwk", "rck")
+
+
+def factor(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each row, first row of each code) over the combination of ``cols``."""
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    for c in cols:
+        _, inv = np.unique(c, return_inverse=True)
+        key = key * (int(inv.max(initial=0)) + 1) + inv
+        if key.max(initial=0) > 2**40:  # keep the mixed-radix code small
+            _, key = np.unique(key, return_inverse=True)
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    return inv.reshape(-1), first
+
+
+class _Group:
+    """Points of one (cluster, p, v, schedule, model) group: ``c`` holds their columns."""
+
+    def __init__(self, cluster, p: int, v: int, schedule, model, settings, c: dict, memo: dict) -> None:
+        self.cluster, self.p, self.v, self.schedule, self.model = cluster, p, v, schedule, model
+        self.settings, self.c, self.memo, self.comms = settings, c, memo, {}
+        self.idx = model_index(model)
+        self.m = c["gbs"] // (c["dp"] * c["mb"])
+
+    def ctx(self, i: int):
+        """(cfg, layout, comm, coster, setting) of point ``i``, as ``build_program`` would make them."""
+        c, s = self.c, self.settings[int(self.c["S"][i])]
+        dp, tp, cp, ep, mb = (int(c[k][i]) for k in ("dp", "tp", "cp", "ep", "mb"))
+        sp = bool(c["sp"][i])
+        lay = Layout(dp, tp, self.p, cp, ep, self.v, int(self.m[i]), mb)
+        cfg = s.cfg.model_copy(update=dict(dp=dp, tp=tp, pp=self.p, cp=cp, ep=ep, micro_batch_size=mb,
+                                           virtual_stages=self.v, pipeline_schedule=self.schedule,
+                                           sequence_parallel=sp, global_batch_size=int(c["gbs"][i])))
+        key = (dp, tp, cp, ep, sp)
+        comm = self.comms.get(key)
+        if comm is None:
+            comm = self.comms[key] = ClusterComm(self.cluster, lay, cfg)
+        coster = _OpCoster(self.cluster, s.reg, lay, sp, self.model, cfg.moe_load_imbalance, stack_of(cfg))
+        return cfg, lay, comm, coster, s
+
+    def piece(self, name: str, cols: list[str], fn, extra=()) -> dict[str, np.ndarray]:
+        """Evaluate ``fn(i) -> dict`` once per distinct combination of ``cols`` (memoised across
+        groups under ``name`` + ``extra`` + the values) and gather the results to every point."""
+        inv, first = factor([self.c[k] for k in cols])
+        rows = []
+        for i in first:
+            key = (name, *extra, *(self.c[k][i].item() for k in cols))
+            out = self.memo.get(key)
+            if out is None:
+                out = self.memo[key] = fn(int(i))
+            rows.append(out)
+        return {k: np.array([r[k] for r in rows])[inv] for k in rows[0]}
+
+
+def _block_compute(g: _Group, block: str) -> dict:
+    def fn(i):
+        cfg, _, _, coster, _ = g.ctx(i)
+        out = stage_compute(g.idx.items((block,)), cfg, coster)
+        return dict(zip(_COMPUTE, out[:6] + out[7:10], strict=True))
+    kind = g.idx.shape_key((block,))
+    return g.piece("block", ["mb", "cp", "tp", "sp", "ep", "sig_c"], fn, (id(g.model), kind))
+
+
+def _local_comm(g: _Group, stage: int, blocks) -> dict:
+    def fn(i):
+        cfg, lay, comm, coster, s = g.ctx(i)
+        items = g.idx.items(blocks)
+        local = microbatch_comm(items, cfg, lay, s.reg, comm, coster, stage, _last_op(g.model, blocks))
+        return {"e_fw": _exposed(local, ("fw",)), "e_back": _exposed(local, ("bw", "recompute")),
+                "e_bw": _exposed(local, ("bw",)), "e_rc": _exposed(local, ("recompute",))}
+    return g.piece("local", ["mb", "cp", "tp", "sp", "ep", "dp", "sig_l"], fn,
+                   (id(g.model), id(g.cluster), g.p, g.v, blocks))
+
+
+def _dp_side(g: _Group, blocks) -> dict:
+    def fn(i):
+        cfg, lay, comm, coster, s = g.ctx(i)
+        items = g.idx.items(blocks)
+        pm = _param_memory(g.model, blocks, items, cfg, lay, s.reg)
+        out = {"params": pm.params_bytes, "grads": pm.grads_bytes, "optim": pm.optimizer_bytes,
+               "opt_s": _optimizer_seconds(pm.trainable_count, items, cfg, lay, s.reg, coster),
+               "grad_s": 0.0, "grad_buckets": 1, "ag_s": 0.0, "ag_buckets": 1, "sync": False,
+               "fsdp": False, "g_s": 0.0, "layers": 1, "gathered": 0.0}
+        tasks = step_comm(pm, cfg, lay, s.reg, comm, 0.0, 0.0)  # which collectives, their seconds
+        bucket = cfg.dp_bucket_bytes
+        for t in tasks:
+            name = "grad" if t.kind != "allgather" else "ag"
+            out.update({f"{name}_s": t.seconds, f"{name}_buckets": max(1, math.ceil(t.bytes / bucket)), "sync": True})
+        gathers = _fsdp_tasks(pm, cfg, lay, s.reg, comm, 0.0, 0.0, len(blocks))
+        if gathers:
+            out.update(fsdp=True, g_s=gathers[0].seconds, layers=gathers[0].count)
+        if cfg.zero_stage >= 3:
+            out["gathered"] = gathered_params_bytes(SimpleNamespace(blocks=blocks), g.model, cfg, lay, s.reg,
+                                                    stack_of(cfg).fsdp_prefetch_layers)
+        return out
+    g.c["accum"] = g.m > 1
+    return g.piece("dp", ["tp", "ep", "dp", "cp", "sp", "accum", "sig_d"], fn,
+                   (id(g.model), id(g.cluster), g.p, blocks))
+
+
+def _activations(g: _Group, blocks) -> dict:
+    def fn(i):
+        cfg, lay, _, _, s = g.ctx(i)
+        per_mb, working = _activations_and_working(SimpleNamespace(blocks=blocks), g.model, cfg, lay, s.reg)
+        return {"per_mb": per_mb, "working": working}
+    return g.piece("act", ["mb", "cp", "tp", "ep", "sp", "sig_a"], fn, (id(g.model), blocks))
+
+
+def _stage_compute(g: _Group, blocks, cache: dict) -> dict:
+    """Σ over the stage's blocks of (count × per-block compute): the stage's ``stage_compute`` sums."""
+    counts: dict = {}
+    for b in blocks:
+        kind = g.idx.shape_key((b,))
+        counts.setdefault(kind, [b, 0])[1] += 1
+    total = None
+    for kind, (b, n) in counts.items():
+        if kind not in cache:
+            cache[kind] = _block_compute(g, b)
+        part = {k: n * x for k, x in cache[kind].items()}
+        total = part if total is None else {k: total[k] + part[k] for k in total}
+    return total
+
+
+def _stage_time(g: _Group, stage: int, blocks, cache: dict, k: dict) -> dict:
+    """One stage's per-micro-batch forward / backward seconds, its syncs and optimizer step
+    (``program._stage_program`` and the StageProgram properties, over every point of the group)."""
+    comp, loc, d = _stage_compute(g, blocks, cache), _local_comm(g, stage, blocks), _dp_side(g, blocks)
+    fw_d, bw_d = comp["fw"] + loc["e_fw"], (comp["bw"] + comp["rc"]) + loc["e_back"]
+    fsdp, gs, layers = d["fsdp"], d["g_s"], d["layers"]
+    total = gs * layers  # ZeRO-3 / FSDP per-layer gathers: comm_tasks._fsdp_tasks
+    e_gfw = rules.exposed_s(total, gs * layers - rules.prefetched_exposed_s(gs, fw_d / layers, layers, k["prefetch"]),
+                            k["slow"])
+    e_gbw = rules.exposed_s(total, gs * layers - rules.prefetched_exposed_s(gs, bw_d / layers, layers, k["prefetch"]),
+                            k["slow"])
+    exp_fw = np.where(fsdp, loc["e_fw"] + e_gfw, loc["e_fw"])
+    exp_bw = np.where(fsdp, loc["e_back"] + e_gbw, loc["e_back"])
+    e_bw_phase = np.where(fsdp, loc["e_bw"] + e_gbw, loc["e_bw"])
+    gathers = np.where(fsdp, total, 0.0)
+    hd, waits = k["host_dispatch_s"], k["waits"]
+    fw = rules.host_bound_s(comp["fw"], comp["fwk"], hd, waits, exp_fw)
+    bw = np.where(waits, rules.host_bound_s(comp["bw"], comp["bwk"], hd, True),
+                  rules.host_bound_s(comp["bw"], comp["bwk"] + comp["rck"], hd, False, comp["rc"] + exp_bw))
+    rc = np.where(waits, rules.host_bound_s(comp["rc"], comp["rck"], hd, True), comp["rc"])
+    before, after = rules.step_sync_s(d, (fw + exp_fw) / g.v, (bw + rc + exp_bw) / g.v, gathers / g.v,
+                                      k["zero"], k["dp_overlap"], k["slow"])
+    forward, backward = fw + exp_fw, bw + rc + e_bw_phase + loc["e_rc"]
+    return {"fw": fw, "bw": bw, "rc": rc, "rcf": comp["rcf"], "forward": forward, "backward": backward,
+            "before": np.where(d["sync"], before, 0.0), "after": np.where(d["sync"], after, 0.0),
+            "opt_s": d["opt_s"], "d": d}
+
+
+def _stage_memory(g: _Group, stage: int, t: dict, k: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(allocated, reserved) bytes of the stage's ranks (``memory_plan.stage_memory``); ``t``: the
+    pieces of the stage's shape (stages with the same ops share them, as ``stage_memories`` does)."""
+    act, d = t["act"], t["d"]
+    ms, inv = np.unique(g.m, return_inverse=True)
+    in_flight = np.array([in_flight_microbatches(stage, g.p, int(m), g.schedule, g.v) for m in ms])[inv.reshape(-1)]
+    buffers = np.where(k["zero"] >= 3, act["working"] + d["gathered"], act["working"])
+    total = d["params"] + d["grads"] + d["optim"] + act["per_mb"] * in_flight + buffers + k["overhead"]
+    return total, total * (1.0 + k["reserve"]) + k["workspace"]
+
+
+def evaluate_group(cluster, p: int, v: int, schedule, model, settings, c: dict, memo: dict) -> dict:
+    """Step time, memory, MFU/HFU and the last rank's breakdown for the group's points (arrays)."""
+    g = _Group(cluster, p, v, schedule, model, settings, c, memo)
+    k = {name: np.array([getattr(s, name) for s in settings])[c["S"]] for name in settings[0].knobs}
+    chunks = partition_blocks(model, p * v)
+    stages = [tuple(b for ch in range(s, len(chunks), p) for b in chunks[ch]) for s in range(p)]
+    shapes, cache = {}, {}
+    for s, blocks in enumerate(stages):  # stages with the same ops cost the same (estimator.build_program)
+        key = g.idx.shape_key(blocks)
+        if key not in shapes:
+            shapes[key] = _stage_time(g, s, blocks, cache, k)
+            shapes[key]["act"] = _activations(g, blocks)
+    per = [shapes[g.idx.shape_key(b)] for b in stages]
+    col = lambda name: np.stack([t[name] for t in per], axis=1)  # noqa: E731  (n, p)
+    fw_task, bw_task, before = col("forward") / v, col("backward") / v, col("before")
+    finish = np.empty_like(fw_task)
+    ms, inv = np.unique(g.m, return_inverse=True)
+    for j, m in enumerate(ms):
+        rows = np.flatnonzero(inv.reshape(-1) == j)
+        finish[rows] = pipeline_finish_many(fw_task[rows], bw_task[rows], int(m), schedule, v, before[rows])
+    ends = finish + col("after") + col("opt_s")
+    last = np.argmax(ends, axis=1)
+    pick = lambda a: a[np.arange(len(last)), last]  # noqa: E731
+    step = pick(ends)
+    return _results(g, per, k, step, last, pick, finish)
+
+
+def _results(g: _Group, per, k, step, last, pick, finish) -> dict:
+    c, m = g.c, g.m
+    mems = [_stage_memory(g, s, t, k) for s, t in enumerate(per)]
+    best = np.zeros(len(step), dtype=np.int64)
+    tot, res = mems[0][0].copy(), mems[0][1].copy()
+    for s, (t_s, r_s) in enumerate(mems[1:], start=1):  # max by (reserved, allocated), first wins ties
+        better = (r_s > res) | ((r_s == res) & (t_s > tot))
+        best, tot, res = np.where(better, s, best), np.where(better, t_s, tot), np.where(better, r_s, res)
+    devices = g.cluster.devices_count
+    model_flops = k["flops_per_sample"] * c["gbs"]
+    rec = 0
+    for t in per:
+        rec = rec + t["rcf"]
+    hw_flops = model_flops + rec * m * (c["dp"] * c["tp"] * c["cp"])
+    peak = k["peak_flops_per_s"]
+    mfu = model_flops / (step * devices) / peak
+    col = lambda name: np.stack([t[name] for t in per], axis=1)  # noqa: E731
+    micro = pick(col("forward")) + pick(col("backward"))
+    return {"step_time_s": step, "mfu": mfu, "hfu": hw_flops / (step * devices * peak),
+            "memory_bytes": tot, "memory_reserved_bytes": res, "feasible": res <= g.cluster.device.usable_memory_bytes,
+            "peak_stage": best, "micro_batches": m, "compute_s": m * (pick(col("fw")) + pick(col("bw"))),
+            "recompute_s": m * pick(col("rc")), "optimizer_s": pick(col("opt_s")),
+            "bubble_s": np.maximum(0.0, pick(finish) - (pick(col("before")) + m * micro))}

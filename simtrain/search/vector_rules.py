@@ -1,0 +1,58 @@
+"""The per-configuration combination rules of the estimate, over numpy arrays.
+
+Each function here is the array form of one scalar rule and names it; the expressions are written in
+the same order as the scalar ones so that both paths give the same floating-point results (the
+vector-vs-scalar test, tests/unit/test_vector.py, holds them together). The costly parts — op costs,
+collective times, memory terms — are not here: the vectorized path asks the scalar cost rules for
+them once per distinct sub-configuration (search/vector_core.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["exposed_s", "host_bound_s", "bucketed_exposed_s", "prefetched_exposed_s", "step_sync_s"]
+
+
+def exposed_s(total_s, overlap_s, slowdown: float):
+    """``CommTask.exposed_s`` (parallel/comm_tasks.py): max(0, total − overlap) + slowdown · hidden."""
+    hidden = np.minimum(total_s, overlap_s)
+    return np.maximum(0.0, total_s - overlap_s) + slowdown * hidden
+
+
+def host_bound_s(gpu_s, kernels, host_dispatch_s, gpu_waits_on_cpu, beside_s=0.0):
+    """``parallel.program.host_bound_s``: the GPU waits max(0, CPU − GPU − beside) for dispatch (or
+    the two add when the GPU waits on every dispatch); the stack's knobs are per-configuration arrays."""
+    cpu_s = kernels * host_dispatch_s
+    return np.where(gpu_waits_on_cpu, gpu_s + cpu_s, gpu_s + np.maximum(0.0, cpu_s - gpu_s - beside_s))
+
+
+def bucketed_exposed_s(total_s, buckets, hide_s):
+    """``comm_tasks._bucketed_exposed``: bucketed sync behind ``hide_s``, never less than the last
+    bucket (``buckets`` = max(1, ⌈bytes / bucket_bytes⌉), computed by the scalar piece)."""
+    last = total_s / buckets
+    return np.maximum(last, total_s - hide_s * (buckets - 1) / buckets)
+
+
+def prefetched_exposed_s(gather_s, compute_s, layers, prefetch):
+    """``comm_tasks._prefetched_exposed_s``: per-layer gathers prefetched ``prefetch`` layers ahead
+    (every gather waited for without prefetch)."""
+    return np.where(prefetch == 0, layers * gather_s, gather_s + (layers - 1) * np.maximum(0.0, gather_s - compute_s))
+
+
+def step_sync_s(d: dict, fw_task_s, bw_task_s, gather_s, zero_stage, dp_overlap, slowdown):
+    """(sync before the first forward, sync after the last backward) of ``comm_tasks.step_comm`` for
+    ranks whose group has a gradient sync. ``d``: the stage's scalar pieces per configuration — the
+    gradient collective's seconds and buckets, the parameter all-gather's (ZeRO-1/2; 0 s and one
+    bucket otherwise); ``zero_stage``, ``dp_overlap``, ``slowdown``: per-configuration arrays."""
+    hide = np.maximum(0.0, bw_task_s - gather_s)
+    total = d["grad_s"]
+    exposed = np.where(dp_overlap, bucketed_exposed_s(total, d["grad_buckets"], hide), total)
+    after = 0 + exposed_s(total * 1, total - exposed, slowdown)
+    ag = d["ag_s"]
+    gathers = (zero_stage >= 1) & (zero_stage < 3)
+    # Megatron-Core --overlap-param-gather: the all-gather hides behind the next step's first forward
+    ag_exposed = bucketed_exposed_s(ag, d["ag_buckets"], fw_task_s)
+    before = np.where(gathers & dp_overlap, 0 + exposed_s(ag * 1, ag - ag_exposed, slowdown), 0.0)
+    after = np.where(gathers & ~dp_overlap, after + exposed_s(ag * 1, 0.0, slowdown), after)
+    return before, after

@@ -1,0 +1,117 @@
+"""``st.simulate``: the discrete-event path → StepReport (+ ``report.timeline``), same fields as estimate."""
+
+from __future__ import annotations
+
+import math
+
+from simtrain.sim.engine import SimOptions, SimResult, run_program
+
+__all__ = ["simulate", "link_tiers"]
+
+_GRANULARITIES = ("chunk", "layer")
+
+
+def link_tiers(cluster, layout, rank_order) -> tuple[tuple[str, str], ...]:
+    """The physical link each axis's traffic leaves a rank on: "fabric" when the axis's group
+    (rank 0's, parallel/topology.py) stays inside one node, else "network" (the rank's NIC); pipeline
+    sends per ``pipeline_send_tier``; weight streaming on its own external link."""
+    from simtrain.parallel.topology import group_placement, pipeline_send_tier
+    out = [("stream", "external")]
+    for axis in ("tp", "cp", "ep", "dp"):
+        if getattr(layout, axis) > 1:
+            spanned = group_placement(cluster, layout, axis, rank_order).nodes_spanned
+            out.append((axis, "network" if spanned > 1 else "fabric"))
+    if layout.pp > 1:
+        out.append(("pp", pipeline_send_tier(cluster, layout, rank_order)))
+    return tuple(out)
+
+
+def _check_arguments(granularity: str, steps) -> None:
+    """Arguments that are wrong whatever the job (raised, as a wrong ``cfg`` type is)."""
+    from simtrain.errors import SpecError
+    if granularity not in _GRANULARITIES:
+        raise SpecError.one(None, "granularity", f"must be one of {', '.join(_GRANULARITIES)}, got {granularity!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise SpecError.one(None, "steps", f"must be a whole number ≥ 1, got {steps!r}")
+
+
+def _options(cluster, cfg, program, granularity: str, contention: bool, speed, trace: bool) -> SimOptions:
+    """The engine's options; a speed tuple that does not fit the layout makes the report infeasible."""
+    from simtrain.errors import SpecError
+    if speed is not None:
+        speed = tuple(float(x) for x in speed)
+        if len(speed) != program.layout.pp or not all(0 < x < float("inf") for x in speed):
+            raise SpecError.one(None, "speed", f"needs {program.layout.pp} positive finite factors (one per "
+                                               f"pipeline rank), got {speed!r}")
+    tiers = link_tiers(cluster, program.layout, cfg.rank_order) if contention else ()
+    return SimOptions(granularity, contention, speed, trace, tiers, float(cfg.dp_bucket_bytes))
+
+
+def _eval_plan(cfg, layout, steps: int) -> tuple[int | None, int]:
+    """(every N steps, micro-batches per replica of one evaluation) when the run reaches an evaluation."""
+    if cfg.eval is None or steps < cfg.eval.every_steps:
+        return None, 0
+    samples = cfg.eval.batch_size or cfg.global_batch_size
+    per_batch = max(1, math.ceil(samples / layout.dp / layout.micro_batch))
+    return cfg.eval.every_steps, per_batch * cfg.eval.batches
+
+
+def simulate(model, cluster, cfg, *, granularity: str = "chunk", contention: bool = False, speed=None,
+             trace: bool = True, steps: int = 1):
+    """DES → StepReport with the same fields as st.estimate, plus ``report.timeline`` (and
+    ``report.data_loader``, the input pipeline's simulated run). Inputs as st.estimate takes them
+    (objects, library names or paths, a dict of TrainConfig fields).
+
+    ``granularity`` "chunk" (a task's compute is one slice) or "layer"; ``contention`` True makes
+    collectives that meet on one physical link share it (False: each rank's each axis has its own
+    link, the closed form's assumption, and the step equals ``st.estimate``'s); ``speed``: one
+    compute speed factor per pipeline rank (1 nominal); ``trace`` False skips recording the events;
+    ``steps``: steps simulated back to back (the report's step is the first; with an EvalConfig and
+    at least ``every_steps`` steps the evaluations run too, and ``eval_time_per_step_s`` is theirs)."""
+    from simtrain.errors import SimtrainError, SpecError
+    from simtrain.estimator import build_program, infeasible_report, prepare_model
+    from simtrain.inputs import as_cluster, as_config, as_model
+    from simtrain.parallel.memory_plan import stage_memories
+    from simtrain.specs.stack import resolve_stack
+    model, cluster, cfg = as_model(model), as_cluster(cluster), as_config(cfg)
+    _check_arguments(granularity, steps)
+    try:
+        cfg = resolve_stack(cfg)
+        model = prepare_model(model, cfg)
+        program = build_program(model, cluster, cfg)
+        if isinstance(program, list):
+            return infeasible_report(model, cluster, cfg, program, engine="simulate")
+        opts = _options(cluster, cfg, program, granularity, contention, speed, trace)
+        every, eval_mbs = _eval_plan(cfg, program.layout, steps)
+        memories = stage_memories(model, cluster, cfg, program)
+        result = run_program(program, cfg.pipeline_schedule, opts, memories, steps=steps, eval_every=every,
+                             eval_micro_batches=eval_mbs)
+    except (SpecError, SimtrainError) as err:
+        return infeasible_report(model, cluster, cfg, [str(err)], engine="simulate")
+    return _report(model, cluster, cfg, program, result, steps, opts.speed or ())
+
+
+def _report(model, cluster, cfg, program, result: SimResult, steps: int, speeds: tuple[float, ...] = ()):
+    """The StepReport of the run: the estimate's composition over the simulated finish times and
+    the simulated input pipeline, with the timeline, the loader's run and each step's seconds."""
+    from simtrain.estimator import compose
+    from simtrain.sim.dataloader import simulate_data_loader
+    loader = []
+
+    def data(busy_s: float):
+        run = simulate_data_loader(cfg.data, cfg.global_batch_size / program.layout.dp, busy_s, cluster.node)
+        loader.append(run)
+        return run.times
+    finish = result.finish_s
+    if result.timeline.link_max_concurrent or any(x != 1.0 for x in speeds):
+        # compose adds each rank's nominal exposed sync and optimizer to its finish; where links were
+        # shared or ranks slowed, those ran longer in the run: hand it the finish that ends the rank
+        # when the run ended it (the difference shows in the pipeline-bubble term)
+        finish = tuple(e - st.sync_after_s - st.optimizer_s for e, st in zip(result.end_s, program.stages, strict=True))
+    report = compose(model, cluster, cfg, program, engine="simulate", finish_s=finish, data=data)
+    object.__setattr__(report, "timeline", result.timeline)
+    object.__setattr__(report, "data_loader", loader[0] if loader else None)
+    object.__setattr__(report, "steps_s", result.steps_s)
+    if result.evals_s:
+        object.__setattr__(report, "eval_time_per_step_s", sum(result.evals_s) / steps)
+    return report

@@ -1,0 +1,155 @@
+"""What one task of the pipeline does, segment by segment, read off the per-rank program.
+
+A task is one model chunk's forward (or backward + recomputation) of one micro-batch on one pipeline
+rank. The program (parallel/program.py ``StageProgram``) gives, per micro-batch and stage, the
+compute seconds by phase and every collective as a ``CommTask`` whose seconds the estimate splits
+into an *exposed* part max(0, total − overlap) and a *hidden* part min(total, overlap) that still
+costs ``slowdown`` × itself in interference (comm_tasks.py). The simulator keeps that split:
+
+* blocking segments, run one after the other on the rank: compute (+ interference), then the
+  exposed part of each collective on its axis's stream (tp, cp, ep, dp, stream), then the pipeline
+  send to the next rank (the tail of the task, blocking as Megatron-LM's p2p exchange);
+* hidden segments, started with the task on their axis's overlapped stream; the task ends no
+  earlier than they do (the compute they hide behind cannot finish before its collective).
+
+Every per-micro-batch quantity of a stage covers its v chunks, so a task takes 1/v of it. With
+``granularity="layer"`` the blocking part is cut into the chunk's layers, each its share of the
+compute followed by its share of the exposed collectives (the program keeps per-phase totals, not
+per-block ones, so the cut is even); when nothing contends the cut changes no time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["Segment", "TaskRecipe", "StepSync", "stage_recipes", "step_sync", "COMM_AXES"]
+
+COMM_AXES = ("tp", "cp", "ep", "dp", "stream")
+"""Axes whose collectives sit inside a task (pp is the send at its tail)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    lane: str
+    """The stream it runs on: "compute", an axis ("tp", …), "<axis> overlapped", "pp fw send" …"""
+    name: str
+    seconds: float
+    """Uncontended seconds (the cost layer's); a shared link stretches a comm segment."""
+    axis: str | None = None
+    """The parallel axis of a communication segment (which link it uses); None for compute."""
+    bytes: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecipe:
+    blocking: tuple[Segment, ...]
+    hidden: tuple[Segment, ...]
+    send: Segment | None
+    """The pipeline send at the tail (its time is in the task even where no rank receives it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepSync:
+    """Per-step data-parallel work of a stage: ``before`` (exposed, before the first forward) and
+    ``before_hidden`` (behind the first forward task); ``after_hidden`` (behind the last backward
+    task, in buckets) and ``after`` (exposed, after the last backward)."""
+
+    before: tuple[Segment, ...]
+    before_hidden: tuple[Segment, ...]
+    after_hidden: tuple[Segment, ...]
+    after: tuple[Segment, ...]
+
+
+def _split(task, v: int) -> tuple[float, float, float]:
+    """(exposed, hidden, interference) seconds of a CommTask's share in one of v chunk tasks."""
+    hidden = min(task.total_s, task.overlap_s)
+    exposed = max(0.0, task.total_s - task.overlap_s)
+    return exposed / v, hidden / v, task.slowdown * hidden / v
+
+
+def _phase_comm(stage, phases: tuple[str, ...], v: int):
+    """Per axis (exposed s, bytes), hidden segments, total interference s of one task's collectives."""
+    exposed: dict[str, list[float]] = {}
+    hidden: dict[str, list[float]] = {}
+    interference, send = 0.0, None
+    for t in stage.comm:
+        if t.phase not in phases:
+            continue
+        e, h, i = _split(t, v)
+        if t.axis == "pp":
+            send = (e + h + i, t.bytes)
+            continue
+        acc = exposed.setdefault(t.axis, [0.0, 0.0])
+        acc[0] += e
+        acc[1] += t.bytes * t.count / v
+        interference += i
+        if h > 0:  # one overlapped segment per axis: its collectives run one after another on its stream
+            acc = hidden.setdefault(t.axis, [0.0, 0.0])
+            acc[0] += h
+            acc[1] += t.bytes * t.count / v
+    segs = tuple(Segment(f"{a} overlapped", f"{a} collective (overlapped)", h, a, b) for a, (h, b) in hidden.items())
+    return exposed, segs, interference, send
+
+
+def _blocking(compute: list[tuple[str, float]], exposed: dict, layers: int) -> tuple[Segment, ...]:
+    """Compute pieces then the exposed collectives, ``layers`` times over (each a 1/layers share)."""
+    out = []
+    for i in range(layers):
+        tag = f" l{i}" if layers > 1 else ""
+        for name, seconds in compute:
+            if seconds > 0:
+                out.append(Segment("compute", name + tag, seconds / layers))
+        for axis in COMM_AXES:
+            if axis in exposed and exposed[axis][0] > 0:
+                sec, nbytes = exposed[axis]
+                out.append(Segment(axis, f"{axis} collective{tag}", sec / layers, axis, nbytes / layers))
+    return tuple(out)
+
+
+def stage_recipes(stage, v: int, granularity: str = "chunk") -> dict[str, TaskRecipe]:
+    """{"F": forward task, "B": backward task} of one chunk of ``stage`` (names filled per task).
+    A backward's recomputation is its own slice per layer with ``granularity="layer"``; per chunk it
+    is part of the task's one compute slice (one slice per task, as trace consumers expect)."""
+    layers = max(1, math.ceil(len(stage.blocks) / v)) if granularity == "layer" else 1
+    out = {}
+    for kind, phases in (("F", ("fw",)), ("B", ("bw", "recompute"))):
+        exposed, hidden, interference, send = _phase_comm(stage, phases, v)
+        if kind == "F":
+            compute = [("{task}", stage.fw_s / v + interference)]
+        elif layers > 1:
+            compute = [("{task} recompute", stage.recompute_s / v), ("{task}", stage.bw_s / v + interference)]
+        else:
+            compute = [("{task}", (stage.recompute_s + stage.bw_s) / v + interference)]
+        seg = None
+        if send is not None:
+            lane = "pp fw send" if kind == "F" else "pp bw send"
+            seg = Segment(lane, "send {dir} c{chunk}", send[0], "pp", send[1])
+        out[kind] = TaskRecipe(_blocking(compute, exposed, layers), hidden, seg)
+    return out
+
+
+def _buckets(total_bytes: float, bucket_bytes: float) -> int:
+    return max(1, math.ceil(total_bytes / bucket_bytes))
+
+
+def step_sync(stage, bucket_bytes: float, max_buckets: int = 64) -> StepSync:
+    """The stage's per-step data-parallel sync split as the estimate splits it (comm_tasks.step_comm):
+    the hidden part of the gradient reduction runs in buckets behind the last backward task (all
+    but the last bucket; at most ``max_buckets`` events, larger counts merged evenly)."""
+    before, before_h, after_h, after = [], [], [], []
+    for t in stage.step_comm:
+        e, h, i = _split(t, 1)
+        label = f"dp {t.kind}"
+        if t.phase == "step-start":
+            if e + i > 0:
+                before.append(Segment("dp sync", f"{label} (exposed)", e + i, "dp", t.bytes))
+            if h > 0:
+                before_h.append(Segment("dp sync", f"{label} (overlapped)", h, "dp", t.bytes))
+            continue
+        if h > 0:
+            n = min(max(1, _buckets(t.bytes, bucket_bytes) - 1), max_buckets)
+            after_h += [Segment("dp sync", f"{label} bucket {k}", h / n, "dp", t.bytes / (n + 1)) for k in range(n)]
+        if e + i > 0:
+            after.append(Segment("dp sync", f"{label} (exposed)", e + i, "dp", t.bytes))
+    return StepSync(tuple(before), tuple(before_h), tuple(after_h), tuple(after))
