@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import time
@@ -33,6 +34,11 @@ def per_point_map(client, model, cluster, points) -> list[dict]:
     return client.gather(futures)
 
 
+def worker_rss(client) -> float:
+    """Resident memory of all the workers, bytes (psutil ships with distributed)."""
+    return sum(client.run(lambda: __import__("psutil").Process().memory_info().rss).values())
+
+
 def main() -> None:
     from distributed import Client, LocalCluster
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
@@ -43,13 +49,20 @@ def main() -> None:
     local_s, df = timed(lambda: st.sweep(model, cluster, CFG, GRID, progress=False))
     print(f"{n:,} points ({(df.status == 'ok').sum():,} feasible), {MODEL} on {NODES} × {CLUSTER}")
     print(f"  local loop:                 {n / local_s:8,.0f} configurations/s")
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.CRITICAL) as lc, \
             Client(lc) as client:
         client.run(lambda: __import__("simtrain.estimator"))  # warm the workers' imports
         dask_s, remote = timed(lambda: st.sweep(model, cluster, CFG, GRID, client=client, progress=False))
         assert remote.equals(df), "Dask rows differ from the local loop"
         print(f"  Dask, chunked, scattered:   {n / dask_s:8,.0f} configurations/s "
               f"(local / Dask = {dask_s / local_s:.2f}×)")
+        rss = [worker_rss(client)]
+        for _ in range(4):  # each sweep is a new model copy on the workers; the last two are kept
+            st.sweep(model, cluster, CFG, GRID, client=client, progress=False)
+            rss.append(worker_rss(client))
+        steps = ", ".join(f"{(b - a) / 2**20:+.0f}" for a, b in zip(rss, rss[1:], strict=False))
+        print(f"  workers' memory after each of 4 more sweeps: {steps} MiB (both workers)")
         subset = grid_points(GRID)[:40]
         old_s, _ = timed(lambda: per_point_map(client, model, cluster, subset))
         print(f"  Dask, one task per point:   {len(subset) / old_s:8,.0f} configurations/s "

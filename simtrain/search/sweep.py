@@ -12,6 +12,7 @@ so an interrupted-and-resumed sweep equals an uninterrupted one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sys
@@ -30,7 +31,7 @@ from simtrain.search.sweep_rows import (
 
 __all__ = ["sweep", "grid_points", "evaluate_point", "point_key", "RESULT_COLUMNS", "ENGINES"]
 
-ENGINES = ("estimate",)
+ENGINES = ("estimate", "simulate")
 #: rows are written to ``out`` at least this often (a crash loses at most this much work)
 FLUSH_INTERVAL_S = 1.0
 #: the progress bar appears only once a sweep has run this long (issue 14: "longer than ~2 s")
@@ -58,6 +59,15 @@ def _auto_chunk(n_points: int, threads: int) -> int:
 def _local(model, cluster, cfg, engine: str, chunks: list[list[dict]]) -> Iterator[list[dict]]:
     for chunk in chunks:
         yield evaluate_chunk(model, cluster, cfg, chunk, engine)
+
+
+def _runs(client, inputs: tuple, todo: list[dict], chunk_size: int | None) -> Iterator[list[dict]]:
+    """The rows of ``todo``, chunk by chunk: in this process, or on the client's Dask workers."""
+    if client is None:
+        return _local(*inputs, _chunks(todo, chunk_size or 32))
+    from simtrain.search.sweep_dask import dask_threads, run_on_dask
+    size = chunk_size or _auto_chunk(len(todo), dask_threads(client))
+    return run_on_dask(client, *inputs, _chunks(todo, size))
 
 
 def _progress_bar(total: int, initial: int, progress: bool | None):
@@ -133,14 +143,10 @@ def sweep(model, cluster, cfg, grid: dict[str, list], engine: str = "estimate", 
     done = {k for k, s in zip(stored.column("point_key").to_pylist(), stored.column("status").to_pylist(),
                               strict=True) if s != "error"}
     todo = [p for p, k in zip(points, keys, strict=True) if k not in done]
-    with _progress_bar(len(points), len(points) - len(todo), progress) as bar, _Sink(store, schema) as sink:
+    runs = _runs(client, (model, cluster, cfg, engine), todo, chunk_size)
+    with _progress_bar(len(points), len(points) - len(todo), progress) as bar, _Sink(store, schema) as sink, \
+            contextlib.closing(runs):  # on Ctrl-C: cancel the Dask tasks in flight, write what finished
         sink.tables.append(stored)
-        if client is None:
-            runs = _local(model, cluster, cfg, engine, _chunks(todo, chunk_size or 32))
-        else:
-            from simtrain.search.sweep_dask import dask_threads, run_on_dask
-            size = chunk_size or _auto_chunk(len(todo), dask_threads(client))
-            runs = run_on_dask(client, model, cluster, cfg, engine, _chunks(todo, size))
         for rows in runs:
             sink.add(rows)
             bar.update(len(rows))

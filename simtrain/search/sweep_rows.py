@@ -156,13 +156,15 @@ def evaluate_point(model, cluster, base_cfg, point: dict, engine: str = "estimat
     """One row: the point's values and the report's headline numbers. Never raises for a point: bad
     input becomes ``status="invalid"``, any other exception ``status="error"``, each with the reason."""
     from simtrain.estimator import estimate
+    from simtrain.sim import simulate
     cfg, target, problems = _point_inputs(cluster, base_cfg, point)
-    if engine != "estimate":
-        problems.append(f"engine: unknown engine {engine!r}; this build has 'estimate'")
+    run = {"estimate": estimate, "simulate": simulate}.get(engine)
+    if run is None:
+        problems.append(f"engine: unknown engine {engine!r}; one of estimate, simulate")
     if problems:
         return failed_row(point, "; ".join(problems))
     try:
-        r = estimate(model, target, cfg)
+        r = run(model, target, cfg)
     except (SpecError, SimtrainError, ValueError) as err:
         return failed_row(point, str(err))
     except Exception as err:  # noqa: BLE001 — one broken point must not end the sweep (DESIGN.md)

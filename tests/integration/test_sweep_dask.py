@@ -32,6 +32,7 @@ def _slow_down():
     sweep_rows.evaluate_point = slow
 
 
+@pytest.mark.timeout(180)  # a hang here (e.g. a lost scatter) must fail CI, not stall it
 def test_a_killed_worker_loses_no_row(tmp_path):
     out = tmp_path / "sweep.parquet"
     parts = out.with_name(out.name + ".parts")

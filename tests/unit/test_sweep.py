@@ -185,3 +185,15 @@ def test_progress_follows_the_terminal_and_the_flag(monkeypatch):
 def test_chunk_size_must_be_positive(tiny, single):
     with pytest.raises(st.SpecError, match="chunk_size"):
         st.sweep(tiny, single, CFG, {"tp": [1]}, chunk_size=0)
+
+
+def test_simulate_engine_agrees_with_estimate_when_nothing_contends():
+    """engine="simulate" runs the DES per point; with nothing contending it equals the estimate."""
+    import simtrain as st
+    cluster = st.load_cluster("dgx-h100", nodes=1)
+    base = dict(global_batch_size=16, seq_len=256)
+    grid = {"pp": [1, 2, 4], "micro_batch_size": [1, 2]}
+    sim = st.sweep("gpt2", cluster, base, grid=grid, engine="simulate", progress=False)
+    est = st.sweep("gpt2", cluster, base, grid=grid, progress=False)
+    assert (sim["status"] == "ok").all()
+    assert (abs(sim["step_time_s"] / est["step_time_s"] - 1) < 1e-9).all()
