@@ -6,7 +6,9 @@ Per device and per step (``samples`` samples):
 * process    = samples · transform_s / max(num_workers, 1)        (workers preprocess in parallel)
 * transfer   = samples · device_bytes / h2d bandwidth             (pageable copies at half rate)
 * with prefetching (num_workers > 0 and prefetch_factor > 0) the stages overlap each other and the
-  compute: iteration = max(fetch, process, transfer, compute); without it they add up:
+  compute, except that a worker reads its batch and then transforms it, and the storage serves one
+  read at a time: iteration = max(fetch, fetch / num_workers + process, transfer, compute) (the
+  simulator, sim/dataloader.py, runs these semantics event by event and agrees); without it they add up:
   iteration = fetch + process + transfer + compute.
 * stall = iteration − compute; utilization = compute / iteration = pipeline rate / device rate.
 
@@ -88,7 +90,11 @@ def pipeline_times(data: DataPipeline, samples: float, compute_s: float, node: N
     if device_bytes is not None and h2d is not None:
         transfer = samples * device_bytes / h2d
     if data.prefetch:
-        iteration = max(fetch, process, transfer, compute_s)
+        # A DataLoader worker reads its batch, then transforms it (one __getitem__ after another): the
+        # W workers deliver W batches per (own read + transform) at best, and the storage serves one
+        # read at a time, so the loader gives a batch every max(fetch, fetch / W + process).
+        workers = max(data.num_workers, 1)
+        iteration = max(fetch, fetch / workers + process, transfer, compute_s)
     else:
         iteration = fetch + process + transfer + compute_s
     return PipelineTimes(fetch, process, transfer, compute_s, iteration, data.prefetch)

@@ -3,9 +3,9 @@
 Per device, with ``samples`` samples per step (one batch) and a training step of ``compute_s``:
 
 * ``num_workers`` worker processes; worker k builds batches k, k + W, k + 2W, … (the DataLoader's
-  round-robin index assignment): read the batch from storage — a flow of samples · sample_bytes /
-  rate seconds on the storage link, which the workers share fairly (sim/links.py) — then decode /
-  augment it on its own CPU core for samples · transform_s seconds;
+  round-robin index assignment): read the batch from storage — samples · sample_bytes / rate
+  seconds; the storage serves one read at a time, in request order — then decode / augment it on
+  its own CPU core for samples · transform_s seconds;
 * the batches wait in the order they are due in a bounded queue: a worker may run at most
   num_workers · prefetch_factor batches ahead of the step that consumes them (the DataLoader's
   outstanding-index limit);
@@ -20,11 +20,11 @@ one after the other: read, transform (split over the workers when there are any)
 
 The stall per step is read from the run in steady state — the mean step-to-step time over the
 last ``W`` steps (one full round of the workers) after the queue has filled or drained — minus the
-compute. It equals the closed form (cost/data_pipeline.py: max(fetch, process, transfer, compute))
-whenever one stage limits alone and the others are zero or far from it, and without prefetching
-(then everything adds, exactly). Where a worker's read and its transform are both significant the
-closed form is optimistic: a worker reading is not transforming, so the workers deliver W batches
-per (read share + transform) rather than per max(read, transform) — the simulator shows it.
+compute. It equals the closed form (cost/data_pipeline.py: max(fetch, fetch / W + process, transfer,
+compute) with prefetching — a worker reading is not transforming — and the plain sum without).
+(Sharing the storage fairly between concurrent reads instead would keep symmetric workers in
+lockstep, all reading and then all transforming, and leave the storage idle: an artifact of exact
+symmetry that a real loader's jitter breaks, so reads queue here.)
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class _Loader:
         self.host, self.batch_bytes, self.host_peak = simpy.Container(self.env, capacity=float("inf")), batch_bytes, 0.0
         self.workers = max(1, data.num_workers)
         self.prefetch = data.prefetch
-        self.storage = SharedLink(self.env, "storage")
+        self.storage = simpy.Resource(self.env, capacity=1)  # serves one read at a time, in request order
         self.h2d = SharedLink(self.env, "h2d")
         self.ahead = simpy.Container(self.env, init=data.num_workers * max(1, data.prefetch_factor))
         self.ready: list[simpy.Event] = [self.env.event() for _ in range(steps)]
@@ -83,7 +83,10 @@ class _Loader:
             yield self.ahead.get(1)  # stay within num_workers · prefetch_factor batches of the loop
             self._hold()
             start = self.env.now
-            yield self.storage.transfer(self.t.fetch_s, f"read b{i}")
+            with self.storage.request() as turn:
+                yield turn
+                start = self.env.now
+                yield self.env.timeout(self.t.fetch_s)
             self._note(f"read b{i}", start)
             start = self.env.now
             yield self.env.timeout(self.t.process_s * self.workers)  # one worker transforms a whole batch

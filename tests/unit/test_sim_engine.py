@@ -183,9 +183,10 @@ def test_layer_granularity_cuts_the_task_and_keeps_its_time():
 
 def test_a_worker_reading_is_not_transforming():
     """One worker, a 1 s read (1 sample · 1e9 B at 1 GB/s) and a 1 s transform per batch, a 0.5 s step:
-    the closed form overlaps read and transform (max = 1 s a step); the worker does them in turn, so
-    the loop gets a batch every 2 s — the simulator's stall is 1.5 s, the closed form's 0.5 s."""
+    the worker does them in turn, so the loop gets a batch every 2 s — a stall of 1.5 s. The closed
+    form says the same (max(fetch, fetch / W + process, …) = max(1, 1 + 1) = 2 s); it once overlapped
+    read and transform (1 s), which the simulator showed to be optimistic."""
     data = DataPipeline(num_workers=1, sample_bytes=1e9, storage_bandwidth_bytes_per_s=1e9, transform_s_per_sample=1.0)
     run = simulate_data_loader(data, samples=1, compute_s=0.5)
-    assert run.closed_form.iteration_s == pytest.approx(1.0)
+    assert run.closed_form.iteration_s == pytest.approx(2.0)
     assert run.times.iteration_s == pytest.approx(2.0) and run.times.stall_s == pytest.approx(1.5)

@@ -164,8 +164,10 @@ FORMULAS = (
         "Per device and step of n samples: fetch = n·bytes/(min(disk, network)·access factor); "
         "process = n·transform seconds / max(workers, 1); transfer = n·device bytes / host-to-device "
         "bandwidth (half rate from pageable memory). With prefetching (workers > 0, prefetch factor > 0) "
-        "the stages overlap each other and the compute, iteration = max(fetch, process, transfer, "
-        "compute); without, they add. Utilisation = compute / iteration.",
+        "the stages overlap each other and the compute, but a worker reads and then transforms its batch "
+        "(one __getitem__ after another) and the storage serves one read at a time, so iteration = "
+        "max(fetch, fetch / workers + process, transfer, compute); without, they add. Utilisation = "
+        "compute / iteration.",
         "The source chapter §8.4.2 (\"Data Pipeline\": T_effective = T_storage × F_access, GPU "
         "utilisation = R_pipeline / R_GPU) and §8.5.1 (prefetching and overlapping); PyTorch "
         "`DataLoader` semantics for `num_workers` / `prefetch_factor` / `pin_memory`.",
@@ -175,13 +177,13 @@ FORMULAS = (
                 "data = DataPipeline(sample_bytes=150e3, storage_bandwidth_bytes_per_s=3e9, access_factor=0.5,\n"
                 "                    transform_s_per_sample=2e-3, num_workers=8, prefetch_factor=2)\n"
                 "pipeline_times(data, samples=256, compute_s=0.05).iteration_s",
-                "s", paper="max(n*sb/(disk*f), n*tr/w, c)",
+                "s", paper="max(n*sb/(disk*f), n*sb/(disk*f)/w + n*tr/w, c)",
                 given="n, sb, disk, f, tr, w, c = 256, 150e3, 3e9, 0.5, 2e-3, 8, 0.05", rel=1e-12),
          Worked("data-utilization",
                 "data = DataPipeline(sample_bytes=150e3, storage_bandwidth_bytes_per_s=3e9, access_factor=0.5,\n"
                 "                    transform_s_per_sample=2e-3, num_workers=8, prefetch_factor=2)\n"
                 "pipeline_times(data, samples=256, compute_s=0.05).utilization",
-                paper="c/max(n*sb/(disk*f), n*tr/w, c)",
+                paper="c/max(n*sb/(disk*f), n*sb/(disk*f)/w + n*tr/w, c)",
                 given="n, sb, disk, f, tr, w, c = 256, 150e3, 3e9, 0.5, 2e-3, 8, 0.05", rel=1e-12)),
     ),
     Formula(
