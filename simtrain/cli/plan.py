@@ -33,6 +33,11 @@ def register(sub) -> None:
     p.add_argument("--stack", help="software-stack preset (simtrain stacks)")
     p.add_argument("--max-nodes", type=int, default=512)
     p.add_argument("--top", type=int, default=10, help="layouts to list")
+    p.add_argument("--mtbf-device-hours", type=float,
+                   help="goodput-aware: mean time between failures of one device, in hours (Daly's wall time)")
+    p.add_argument("--restart-minutes", type=float, default=10.0, help="restart + reload after a failure")
+    p.add_argument("--checkpoint-write-gbps", type=float,
+                   help="storage write rate for checkpoints, GB/s (needed with --mtbf-device-hours)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--plot", help="write the time / cost Pareto figure to this path (PNG, SVG, PDF)")
     p.set_defaults(func=run)
@@ -53,7 +58,10 @@ def run(args) -> int:
               deadline_s=None if args.deadline_days is None else args.deadline_days * 86400.0,
               budget_usd=args.budget_usd, max_devices=args.max_devices, objective=args.objective,
               global_batch_size=args.global_batch_size, seq_len=args.seq_len, precision=args.precision,
-              stack=args.stack, max_nodes=args.max_nodes, top=args.top)
+              stack=args.stack, max_nodes=args.max_nodes, top=args.top,
+              mtbf_device_s=None if args.mtbf_device_hours is None else args.mtbf_device_hours * 3600.0,
+              restart_s=args.restart_minutes * 60.0,
+              checkpoint_write_bytes_per_s=None if args.checkpoint_write_gbps is None else args.checkpoint_write_gbps * 1e9)
     if args.json:
         print(dumps(_as_json(df)))
     else:

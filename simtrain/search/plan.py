@@ -27,6 +27,7 @@ import numpy as np
 from simtrain.errors import SimtrainError
 from simtrain.search.plan_pareto import pareto_front, why_lines
 from simtrain.search.plan_space import SETTINGS, layout_rows, min_nodes, node_counts
+from simtrain.sim.young_daly import checkpoint_bytes_of, daly_interval_s, daly_wall_s
 
 __all__ = ["plan", "pareto_front", "OBJECTIVES"]
 
@@ -111,6 +112,26 @@ def _table(codes, uniques, res, cluster, cfg, tokens):
     return df
 
 
+def _with_failures(df, ckpt_bytes: float, mtbf_device_s: float, restart_s: float, write_bytes_per_s):
+    """Time, device-hours, cost and energy of each row under exponential failures (Daly 2006)."""
+    _positive("mtbf_device_s", mtbf_device_s, allow_none=False)
+    _positive("restart_s", restart_s, allow_none=False)
+    if write_bytes_per_s is None:
+        raise SimtrainError("plan: mtbf_device_s= needs checkpoint_write_bytes_per_s= (the storage's write rate)")
+    _positive("checkpoint_write_bytes_per_s", write_bytes_per_s, allow_none=False)
+    save_s = ckpt_bytes / write_bytes_per_s
+    mtbf = mtbf_device_s / df["devices"].to_numpy(dtype=float)
+    solve = df["time_to_train_s"].to_numpy(dtype=float)
+    interval = np.array([daly_interval_s(save_s, m) for m in mtbf])
+    wall = np.array([daly_wall_s(t, tau, save_s, restart_s, m) if np.isfinite(t) else np.nan
+                     for t, tau, m in zip(solve, interval, mtbf, strict=True)])
+    scale = wall / solve
+    out = df.assign(goodput=1.0 / scale, checkpoint_interval_s=interval, job_mtbf_s=mtbf)
+    for col in ("time_to_train_s", "time_to_train_days", "device_hours", "cost_usd", "energy_kwh"):
+        out[col] = out[col] * scale
+    return out
+
+
 def _energy_kwh(df, res, dev):
     """StepReport.energy_kwh over the time to train (ENERGY_MODEL); NaN without a TDP."""
     if dev.tdp_w is None:
@@ -156,9 +177,15 @@ def _explain(df, deadline_s, budget_usd) -> tuple[str, object]:
 def plan(model, hardware, tokens: float, deadline_s: float | None = None, *, budget_usd: float | None = None,
          max_devices: int | None = None, objective: str = "cost", global_batch_size: int = 1024,
          seq_len: int | None = None, precision: str = "bf16", stack: str | None = None, config: dict | None = None,
-         max_nodes: int = 512, max_pp: int = 16, top: int = 20):
+         max_nodes: int = 512, max_pp: int = 16, top: int = 20, mtbf_device_s: float | None = None,
+         restart_s: float = 600.0, checkpoint_write_bytes_per_s: float | None = None):
     """Ranked layouts and cluster sizes (see the module docstring). ``model``: a Model or a library
-    name; ``hardware``: a Cluster or a cluster name; ``config``: further TrainConfig fields."""
+    name; ``hardware``: a Cluster or a cluster name; ``config``: further TrainConfig fields.
+
+    Goodput-aware with ``mtbf_device_s`` (and ``checkpoint_write_bytes_per_s``, ``restart_s``):
+    each layout's time to train becomes Daly's expected wall time at his optimal checkpoint interval
+    (sim/young_daly.py; job MTBF = device MTBF / devices), so a larger cluster pays for its failures;
+    cost and energy scale with it, and ``goodput`` = failure-free time / wall time."""
     _positive("tokens", tokens, allow_none=False)
     _positive("deadline_s", deadline_s)
     _positive("budget_usd", budget_usd)
@@ -175,6 +202,8 @@ def plan(model, hardware, tokens: float, deadline_s: float | None = None, *, bud
                             f"{cfg.global_batch_size} evenly over its data-parallel ranks")
     res = estimate_codes(model, cluster, cfg, codes, uniques, frame=False)
     df = _table(codes, uniques, res, cluster, cfg, tokens)
+    if mtbf_device_s is not None:
+        df = _with_failures(df, checkpoint_bytes_of(model, cfg), mtbf_device_s, restart_s, checkpoint_write_bytes_per_s)
     ok = df["valid"] & df["feasible"]
     if deadline_s is not None:
         ok &= df["time_to_train_s"] <= deadline_s

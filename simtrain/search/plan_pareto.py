@@ -56,6 +56,8 @@ def why_lines(ranked, objective: str, pareto_index) -> list[str]:
                 head += f", {_pct(dt)} time"
         parts = [head, f"MFU {row['mfu']:.0%}", f"bubble {row['bubble_fraction']:.0%}",
                  f"{row['memory_headroom_bytes'] / 2**30:.0f} GiB spare"]
+        if "goodput" in row:
+            parts.append(f"goodput {row['goodput']:.1%} (checkpoint every {row['checkpoint_interval_s'] / 60:.0f} min)")
         if idx in pareto_index:
             parts.append("on the time/cost/energy front")
         out.append("; ".join(parts))

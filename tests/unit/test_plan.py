@@ -97,3 +97,25 @@ def test_cli_exit_codes(capsys, tmp_path):
     assert main(["plan", "no-such-model", "dgx-a100-80gb", "--tokens", "1e9"]) == 2
     png = tmp_path / "pareto.png"
     assert main(args + ["--plot", str(png)]) == 0 and png.stat().st_size > 1000
+
+
+def test_goodput_aware_plan_uses_dalys_wall_time():
+    """With a device MTBF each row's time is Daly's expected wall time (hand: job MTBF = device MTBF /
+    devices, δ = checkpoint bytes / write rate, τ = Daly's interval); cost scales with it."""
+    from simtrain.sim.young_daly import checkpoint_bytes_of, daly_interval_s, daly_wall_s
+    kw = dict(tokens=TOKENS, max_devices=16, objective="time", global_batch_size=64, seq_len=512, top=3)
+    base = st.plan("gpt2", "dgx-a100-80gb", **kw)
+    p = st.plan("gpt2", "dgx-a100-80gb", **kw, mtbf_device_s=3.6e6, restart_s=60.0, checkpoint_write_bytes_per_s=1e9)
+    row = p.iloc[0]
+    same = base[(base.devices == row.devices) & (base.tp == row.tp) & (base.pp == row.pp)
+                & (base.micro_batch_size == row.micro_batch_size) & (base.zero_stage == row.zero_stage)
+                & (base.recompute == row.recompute) & (base.virtual_stages == row.virtual_stages)]
+    solve = same.iloc[0].time_to_train_s
+    save = checkpoint_bytes_of(st.load_model("gpt2", seq_len=512), st.TrainConfig(global_batch_size=64)) / 1e9
+    mtbf = 3.6e6 / row.devices
+    wall = daly_wall_s(solve, daly_interval_s(save, mtbf), save, 60.0, mtbf)
+    assert row.time_to_train_s == pytest.approx(wall, rel=1e-9)
+    assert row.goodput == pytest.approx(solve / wall, rel=1e-9) and row.goodput < 1
+    assert row.cost_usd == pytest.approx(same.iloc[0].cost_usd * wall / solve, rel=1e-9)
+    with pytest.raises(SimtrainError, match="checkpoint_write_bytes_per_s"):
+        st.plan("gpt2", "dgx-a100-80gb", **kw, mtbf_device_s=3.6e6)
