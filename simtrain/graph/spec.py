@@ -28,6 +28,9 @@ from simtrain.specs.base import Spec, register_schema, spec_error_from_validatio
 __all__ = ["ModelSpec", "TransformerArch", "MoESpec", "VitArch", "CnnArch", "MlpArch"]
 
 PosInt = Annotated[int, Field(ge=1, le=10**9)]
+LayerCount = Annotated[int, Field(ge=1, le=10_000)]
+"""Layers / blocks of a model: the deepest published models have a few hundred; 10,000 keeps a typo
+(``layers: 1e9``) from building a billion-op graph."""
 Prob = Annotated[float, Field(ge=0.0, lt=1.0)]
 
 
@@ -50,7 +53,7 @@ class MoESpec(Spec):
 class TransformerArch(Spec):
     """A stack of identical transformer layers (decoder, encoder or ViT encoder)."""
 
-    layers: PosInt
+    layers: LayerCount
     hidden: PosInt
     heads: PosInt
     kv_heads: PosInt | None = None
@@ -151,7 +154,7 @@ class CnnArch(Spec):
     MobileNet v1 (Howard et al. 2017)."""
 
     arch: Literal["resnet", "vgg", "mobilenet"]
-    depth: PosInt | None = None
+    depth: LayerCount | None = None
     """resnet: 18, 34 (basic blocks), 50, 101, 152 (bottleneck); vgg: 11, 13, 16, 19; mobilenet: None."""
     batch_norm: bool = True
     """vgg only (resnet and mobilenet always have it)."""

@@ -26,7 +26,7 @@ T = TypeVar("T")
 class Spec(BaseModel):
     """Strict, frozen, no unknown keys. Validators check; they never rewrite input."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=False, validate_default=True,
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False, validate_default=True, allow_inf_nan=False,
                               arbitrary_types_allowed=False, use_enum_values=False)
 
     #: the library folder kind ("device", "link", ...) of specs that live in their own file; None inline
