@@ -96,8 +96,8 @@ class Calibration(Spec):
 
     factors: dict[str, Annotated[float, Field(gt=0)]]
     """Fitted multipliers (see simtrain.calibrate.factors); factors not fitted are absent (= 1)."""
-    uncertainty: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
-    """Relative standard error of each fitted factor (0.03 = ±3 %)."""
+    uncertainty: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=True)]] = Field(default_factory=dict)
+    """Relative standard error of each fitted factor (0.03 = ±3 %; inf when the runs cannot pin it)."""
     loo_error: Annotated[float, Field(ge=0)] | None = None
     """Mean absolute leave-one-out error of the step time (None with one record)."""
     records: list[RecordFit] = Field(default_factory=list)
