@@ -34,6 +34,7 @@ _EXPORTS = {
     "measure": "simtrain.calibrate.measure", "calibrate": "simtrain.calibrate.fit",
     "RunRecord": "simtrain.calibrate.runs", "calibrate_runs": "simtrain.calibrate.runs",
     "Calibration": "simtrain.calibrate.runs", "load_calibration": "simtrain.calibrate.runs",
+    "calibrate_classes": "simtrain.calibrate.trace_fit", "load_run_records": "simtrain.calibrate.run_files",
     "compare": "simtrain.report.compare",
     "simulate_run": "simtrain.sim.goodput",
     # software stacks

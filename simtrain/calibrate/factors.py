@@ -9,9 +9,17 @@ A factor is a bounded multiplier on one group of *achieved* rates, so a fitted v
 | communication   | achieved link bandwidth of every collective and send                    | 0.2 – 2.0   |
 | memory          | achieved memory bandwidth (memory-bound ops, optimizer step)            | 0.25 – 1.6  |
 | launch          | per-kernel launch overhead                                              | 0.1 – 10    |
+| class:<op class>| that op class's compute ceiling (``Efficiency.compute[c].peak_fraction``;| 0.05 – 4    |
+|                 | attention also every fused-attention kernel) — fitted from a profiler    |             |
+|                 | trace's per-class time (:mod:`simtrain.calibrate.trace_fit`)             |             |
 
 A scaled fraction never exceeds 1 (no kernel beats the datasheet): the clip is part of the model.
 Factors are fitted in this priority order, as many as the runs can identify (one run fits one).
+
+A class factor moves only its class's compute leg; memory-bound time of every class moves with the
+shared ``memory`` factor (one memory-bandwidth efficiency per device: no per-class memory rate
+exists to scale). Its bounds are wider than ``compute``'s because one class's kernels on a busy CPU
+can run far from their microbenchmark (small shapes, thread start-up) — the trace says by how much.
 """
 
 from __future__ import annotations
@@ -19,12 +27,23 @@ from __future__ import annotations
 import math
 
 from simtrain.cost.compute import MATRIX_CLASSES, device_efficiency
+from simtrain.glossary import OpClass
 from simtrain.specs.hardware import Cluster, Device, Efficiency
 
-__all__ = ["FACTORS", "BOUNDS", "scaled_efficiency", "scaled_device", "scaled_cluster"]
+__all__ = ["FACTORS", "BOUNDS", "CLASS_FACTORS", "class_factor", "scaled_efficiency", "scaled_device",
+           "scaled_cluster", "check_factors"]
 
 FACTORS = ("compute", "communication", "memory", "launch")
-BOUNDS = {"compute": (0.25, 1.6), "communication": (0.2, 2.0), "memory": (0.25, 1.6), "launch": (0.1, 10.0)}
+
+
+def class_factor(op_class: OpClass | str) -> str:
+    """The factor name of one op class: ``class:matmul``."""
+    return f"class:{OpClass(op_class).value}"
+
+
+CLASS_FACTORS = tuple(class_factor(c) for c in OpClass)
+BOUNDS = {"compute": (0.25, 1.6), "communication": (0.2, 2.0), "memory": (0.25, 1.6), "launch": (0.1, 10.0),
+          **dict.fromkeys(CLASS_FACTORS, (0.05, 4.0))}
 
 
 def _clip(fraction: float) -> float:
@@ -40,12 +59,31 @@ def _scaled_compute(eff: Efficiency, k: float) -> dict:
     return {"compute": compute, "attention_kernels": kernels}
 
 
+def _scaled_classes(eff: Efficiency, factors: dict[str, float]) -> dict:
+    """Each ``class:<c>`` factor on its class's ceiling (attention: also the fused kernels)."""
+    compute = dict(eff.compute)
+    kernels = dict(eff.attention_kernels)
+    for c, curve in eff.compute.items():
+        k = factors.get(class_factor(c), 1.0)
+        if k == 1.0:
+            continue
+        compute[c] = curve.model_copy(update={"peak_fraction": _clip(curve.peak_fraction * k)})
+        if c is OpClass.ATTENTION:
+            kernels = {name: kern.model_copy(update={"fw_peak_fraction": _clip(kern.fw_peak_fraction * k),
+                                                     "bw_peak_fraction": _clip(kern.bw_peak_fraction * k)})
+                       for name, kern in kernels.items()}
+    return {"compute": compute, "attention_kernels": kernels}
+
+
 def scaled_efficiency(eff: Efficiency, factors: dict[str, float], source: str = "calibrated") -> Efficiency:
     """``eff`` with each factor applied (absent factors are 1)."""
     update: dict = {}
     k = factors.get("compute", 1.0)
     if k != 1.0:
         update.update(_scaled_compute(eff, k))
+    if any(factors.get(name, 1.0) != 1.0 for name in CLASS_FACTORS):
+        eff = eff.model_copy(update=update)  # a class factor multiplies onto the stack-wide compute factor
+        update.update(_scaled_classes(eff, factors))
     if factors.get("communication", 1.0) != 1.0:
         k = factors["communication"]
         update["link_bandwidth_fraction"] = _clip(eff.link_bandwidth_fraction * k)
@@ -73,7 +111,8 @@ def check_factors(factors: dict[str, float]) -> None:
     from simtrain.errors import SpecError
     for name, value in factors.items():
         if name not in BOUNDS:
-            raise SpecError.one(None, f"factors.{name}", f"unknown factor; known: {', '.join(FACTORS)}")
+            raise SpecError.one(None, f"factors.{name}", f"unknown factor; known: {', '.join(FACTORS)} "
+                                "and class:<op class>")
         lo, hi = BOUNDS[name]
         if not (isinstance(value, (int, float)) and math.isfinite(value) and lo <= value <= hi):
             raise SpecError.one(None, f"factors.{name}", f"must be a number in [{lo}, {hi}]")

@@ -30,7 +30,7 @@ from simtrain.calibrate.factors import BOUNDS, FACTORS, check_factors, scaled_cl
 from simtrain.errors import SpecError
 from simtrain.specs.base import Spec
 
-__all__ = ["RunRecord", "Calibration", "RecordFit", "calibrate_runs", "load_calibration", "RUN_NOISE"]
+__all__ = ["RunRecord", "Calibration", "RecordFit", "ClassFit", "calibrate_runs", "load_calibration", "RUN_NOISE"]
 
 RUN_NOISE = 0.02
 """Relative run-to-run spread of a measured step time (steady-state steps of one job vary by ~1–3 %):
@@ -71,6 +71,21 @@ class RunRecord:
     def label(self) -> str:
         return self.name or f"{self.model.name} on {self.cluster.devices_count} × {self.cluster.device.name}"
 
+    @classmethod
+    def from_profiler_trace(cls, path: str | Path, model, cluster, config, steps: int | None = None,
+                            name: str = "") -> RunRecord:
+        """A run whose step time is the mean marked step of a ``torch.profiler`` trace (ProfilerStep#
+        or Optimizer.step# spans; :mod:`simtrain.calibrate.trace`). For per-class factors from the
+        same trace use :func:`simtrain.calibrate.trace_fit.calibrate_classes`."""
+        from simtrain.calibrate.trace import read_profiler_trace
+        from simtrain.inputs import as_cluster, as_config, as_model
+        times = read_profiler_trace(path, steps=steps)
+        if times.step_s is None:
+            raise SpecError.one(str(path), "traceEvents", "no step markers to time a step by (profile with "
+                                "torch.profiler's schedule and prof.step(), or a torch.optim optimizer)")
+        return cls(model=as_model(model), cluster=as_cluster(cluster), config=as_config(config),
+                   step_time_s=times.step_s, name=name or Path(path).name)
+
 
 class RecordFit(Spec):
     """One record after the fit: measured vs predicted (and the same with it left out)."""
@@ -91,6 +106,21 @@ class RecordFit(Spec):
         return None if self.loo_predicted_s is None else self.loo_predicted_s / self.measured_s - 1.0
 
 
+class ClassFit(Spec):
+    """One group of a profiler trace (an op class, ``optimizer``, ``unmapped``): seconds per step."""
+
+    group: str
+    measured_s: Annotated[float, Field(ge=0)]
+    predicted_s: Annotated[float, Field(ge=0)]
+    """Before the fit."""
+    fitted_s: Annotated[float, Field(ge=0)]
+    """With the fitted factors."""
+    units: Annotated[float, Field(ge=0)] = 0.0
+    """Top-level op calls per step in the trace."""
+    fitted: bool = False
+    """True when the group had enough time to take part in the fit."""
+
+
 class Calibration(Spec):
     """Fitted stack-level factors and how well they hold."""
 
@@ -105,6 +135,10 @@ class Calibration(Spec):
     """The stack the records ran (the factors belong to it)."""
     device: str | None = None
     source: str = "st.calibrate_runs"
+    classes: list[ClassFit] = Field(default_factory=list)
+    """Per op class of a profiler-trace calibration (st.calibrate_classes): measured vs predicted."""
+    measured_step_s: Annotated[float, Field(gt=0)] | None = None
+    """The traced run's mean step wall time (None without step markers)."""
 
     def model_post_init(self, _context) -> None:
         check_factors(self.factors)
@@ -121,16 +155,30 @@ class Calibration(Spec):
         return path
 
     def summary(self) -> str:
-        lines = [f"calibration of stack {self.stack or '(none named)'} on {self.device or '?'}: "
-                 f"{len(self.records)} run(s)"]
+        what = f"{len(self.records)} run(s)" if self.records or not self.classes else self.source
+        lines = [f"calibration of stack {self.stack or '(none named)'} on {self.device or '?'}: {what}"]
         for name, value in self.factors.items():
-            lines.append(f"  {name:<14} {value:.3f} ± {100 * self.uncertainty.get(name, float('nan')):.1f} %")
+            lines.append(f"  {name:<18} {value:.3f} ± {100 * self.uncertainty.get(name, float('nan')):.1f} %")
         for r in self.records:
             loo = "" if r.loo_error is None else f"   left out {100 * r.loo_error:+.1f} %"
             lines.append(f"  {r.name:<40} measured {r.measured_s:.4g} s  fitted {100 * r.error:+.1f} %{loo}")
         if self.loo_error is not None:
             lines.append(f"  leave-one-out mean |error| {100 * self.loo_error:.1f} %")
-        return "\n".join(lines)
+        return "\n".join(lines + self._class_lines())
+
+    def _class_lines(self) -> list[str]:
+        if not self.classes:
+            return []
+        lines = [f"  {'group':<12} {'measured':>11} {'predicted':>11} {'fitted':>11}   per step"]
+        for c in self.classes:
+            mark = "" if c.fitted else ("   (not in the model)" if c.predicted_s == 0 else "   (too little time: factor 1)")
+            lines.append(f"  {c.group:<12} {1e3 * c.measured_s:>8.3f} ms {1e3 * c.predicted_s:>8.3f} ms "
+                         f"{1e3 * c.fitted_s:>8.3f} ms{mark}")
+        if self.measured_step_s is not None:
+            covered = sum(c.measured_s for c in self.classes)
+            lines.append(f"  step {1e3 * self.measured_step_s:.3f} ms, of which {100 * covered / self.measured_step_s:.0f} % "
+                         "inside ops (the rest: Python and the autograd engine between them)")
+        return lines
 
 
 def load_calibration(path: str | Path) -> Calibration:

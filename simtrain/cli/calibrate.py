@@ -12,6 +12,12 @@ writes no profile and exits 3, unless ``--allow-noisy``.
 
 ``--runs FILE`` fits ``st.calibrate_runs`` to the runs of a CSV / JSONL file
 (:mod:`simtrain.calibrate.run_files`) and writes the ``st.Calibration`` YAML to ``--out``.
+
+``--trace TRACE.json --model M`` fits per-op-class factors to a ``torch.profiler`` Chrome trace of
+model M (:mod:`simtrain.calibrate.trace_fit`) on ``--hardware`` (default ``host-cpu``) with the
+traced run's batch (``--global-batch-size``, required) and settings, and writes the calibration:
+
+    simtrain calibrate --trace a.trace.json --model mlp-mnist --global-batch-size 64 --out cal.yaml
 """
 
 from __future__ import annotations
@@ -48,7 +54,19 @@ def register(subparsers) -> None:
     p.add_argument("--runs", type=Path,
                    help="calibrate from measured runs (CSV / JSONL: model, hardware, step_time_s, TrainConfig "
                         "fields) with st.calibrate_runs instead of microbenchmarks")
+    t = p.add_argument_group("from a torch.profiler trace")
+    t.add_argument("--trace", type=Path, help="a torch.profiler Chrome trace (export_chrome_trace) to fit "
+                                             "per-op-class factors to")
+    t.add_argument("--model", help="the traced model (library name or model YAML)")
+    t.add_argument("--hardware", default="host-cpu", help="device / cluster name or path (default host-cpu)")
+    t.add_argument("--steps", type=int, help="training steps in the trace (default: its step markers)")
+    for flag, typ in _TRACE_CONFIG.items():
+        t.add_argument(f"--{flag}", type=typ, dest=flag.replace("-", "_"))
     p.set_defaults(func=run)
+
+
+_TRACE_CONFIG = {"global-batch-size": int, "micro-batch-size": int, "seq-len": int, "precision": str,
+                 "optimizer": str, "stack": str}
 
 
 def _measurements(args: argparse.Namespace):
@@ -80,6 +98,29 @@ def _from_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _from_trace(args: argparse.Namespace) -> int:
+    from simtrain.calibrate.trace_fit import calibrate_classes
+    from simtrain.errors import SpecError
+    from simtrain.graph.library import load_model
+    from simtrain.inputs import hardware_cluster
+    from simtrain.specs.train import TrainConfig
+    if not args.model:
+        raise SpecError.one(None, "--model", "--trace needs the traced model (--model NAME or PATH)")
+    fields = {f.replace("-", "_"): getattr(args, f.replace("-", "_")) for f in _TRACE_CONFIG}
+    fields = {k: v for k, v in fields.items() if v is not None}
+    if "global_batch_size" not in fields:
+        raise SpecError.one(None, "--global-batch-size", "--trace needs the traced run's batch per step")
+    fields.setdefault("micro_batch_size", fields["global_batch_size"])
+    cfg = TrainConfig.build("(flags)", **fields)
+    cal = calibrate_classes(args.trace, load_model(args.model), hardware_cluster(args.hardware, arg="--hardware"),
+                            cfg, steps=args.steps)
+    out = args.out if args.out != Path("profile.yaml") else Path("calibration.yaml")
+    cal.to_yaml(out)
+    print(cal.summary())
+    print(f"calibration: {out}")
+    return 0
+
+
 def _refused(m, allow_noisy: bool) -> bool:
     """Print why a measurement is unreliable; True when that stops the command."""
     from simtrain.calibrate.robust import measurements_contention
@@ -100,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     from simtrain.calibrate.fit import fit
     if args.runs is not None:
         return _from_runs(args)
+    if args.trace is not None:
+        return _from_trace(args)
     m = _measurements(args)
     if _refused(m, args.allow_noisy):
         return NOISY_EXIT

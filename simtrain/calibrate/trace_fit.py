@@ -1,0 +1,195 @@
+"""Per-class factors from a profiler trace: ``calibrate_classes(trace, model, cluster, cfg)`` → ``st.Calibration``.
+
+    cal = calibrate_classes("a.trace.json", model_a, "host-cpu", cfg_a)      # fit on model A's trace
+    st.estimate(model_b, cal.apply(cluster), cfg_b)                          # predict model B
+
+Measured: seconds per step of each op class and of the optimizer, read from the trace
+(:mod:`simtrain.calibrate.trace`). Predicted: the same groups from the estimator's own per-op costs
+(:func:`predicted_groups`: ``stage_compute`` of the ops of one class, the stage's optimizer step),
+so the fit sees exactly the numbers ``st.estimate`` adds up.
+
+Fit: bounded least squares on ``log(predicted_g / measured_g)`` over the groups g that hold at least
+:data:`MIN_SHARE` of the trace's attributed time, through the estimator (clips, launch overheads and
+memory-bound legs stay in the loop), with one factor per group — ``class:<c>`` scales class c's
+compute ceiling; the optimizer and every memory-bound leg move with the shared ``memory`` factor —
+and a weak ridge (:data:`RIDGE`) toward 1 on the log-factors, so a factor the trace cannot pin
+(two groups leaning on ``memory``) stays near 1 rather than wandering. A factor that moves no
+group by ≥ 1 % at either of its bounds is not fitted; classes with too little time keep 1.
+
+Uncertainty: the Gauss-Newton standard error with the residual scale set by the trace's own
+step-to-step spread of the groups (never below ``RUN_NOISE``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from simtrain.calibrate.factors import BOUNDS, class_factor, scaled_cluster
+from simtrain.calibrate.trace import OPTIMIZER, TraceTimes, read_profiler_trace
+from simtrain.errors import SimtrainError, SpecError
+from simtrain.glossary import OpClass
+
+__all__ = ["predicted_groups", "calibrate_classes", "MIN_SHARE", "RIDGE", "group_factor"]
+
+MIN_SHARE = 0.03
+"""A group needs this share of the trace's attributed time to be fitted (below it the trace's
+timer resolution and the ops' launch cost dominate: the factor stays 1)."""
+RIDGE = 0.05
+"""Weight of the pull of each log-factor toward 0 (factor 1), against residuals in log units."""
+_SENSITIVITY_MIN = 0.01
+_BISECT_STEPS = 14
+"""Bisection steps of the starting point (the log-range of a factor / 2^14: well under 0.1 %)."""
+
+
+def group_factor(group: str) -> str:
+    """The factor a measured group calibrates: ``memory`` for the optimizer, ``class:<c>`` for a class."""
+    return "memory" if group == OPTIMIZER else class_factor(group)
+
+
+def predicted_groups(model, cluster, cfg) -> dict[str, float]:
+    """Predicted seconds per step of each op class and of the optimizer (one pipeline stage), and
+    ``other``: the rest of the estimated step (exposed communication, data stall, host-bound waits)."""
+    from simtrain.cost.emulation import emulated_cluster
+    from simtrain.cost.precision import regime
+    from simtrain.estimator import build_program, estimate, prepare_model
+    from simtrain.parallel.model_index import model_index
+    from simtrain.parallel.program import _OpCoster, stage_compute
+    from simtrain.specs.stack import resolve_stack, stack_of
+    cfg = resolve_stack(cfg)
+    if cfg.pp != 1:
+        raise SpecError.one(None, "config.pp", "a profiler trace is one process: calibrate with pp = 1")
+    cluster = emulated_cluster(cluster, regime(cfg.precision).matmul_dtype, cfg.emulate_precision)
+    model = prepare_model(model, cfg)
+    program = build_program(model, cluster, cfg)
+    if isinstance(program, list):
+        raise SpecError.one(None, "config", "the traced run is predicted infeasible: " + "; ".join(program)[:300])
+    lay, stage = program.layout, program.stages[0]
+    coster = _OpCoster(cluster, program.regime, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance,
+                       stack_of(cfg))
+    items = model_index(model).items(stage.blocks)
+    out: dict[str, float] = {}
+    for cls in OpClass:
+        mine = [it for it in items if it[0].op_class is cls]
+        if mine:
+            fw, bw, rc = stage_compute(mine, cfg, coster)[:3]
+            out[cls.value] = lay.micro_batches * (fw + bw + rc)
+    out[OPTIMIZER] = stage.optimizer_s
+    step = estimate(model, cluster, cfg).step_time_s
+    out["other"] = max(0.0, step - sum(out.values()))
+    return out
+
+
+def _log_errors(model, cluster, cfg, groups, names, theta, measured) -> np.ndarray:
+    factors = dict(zip(names, np.exp(theta), strict=True))
+    pred = predicted_groups(model, scaled_cluster(cluster, factors) if factors else cluster, cfg)
+    res = [math.log(max(pred.get(g, 0.0), 1e-15) / measured[g]) for g in groups]
+    return np.array(res + list(RIDGE * np.asarray(theta)))
+
+
+def _fittable(times: TraceTimes, predicted: dict[str, float]) -> list[str]:
+    """Groups with enough measured time that the model also predicts (optimizer and classes)."""
+    total = times.attributed_s or 1.0
+    return [g for g, s in times.seconds.items()
+            if s >= MIN_SHARE * total and predicted.get(g, 0.0) > 0 and (g == OPTIMIZER or g in OpClass._value2member_map_)]
+
+
+def _sensitive(model, cluster, cfg, groups, candidates, measured) -> list[str]:
+    """The candidates that move some group by ≥ 1 % at either bound: a memory-bound class does not
+    speed up with its compute ceiling, but a slow kernel (CPU max-pool backward) is reached by
+    lowering it until the compute leg is the longer one."""
+    base = _log_errors(model, cluster, cfg, groups, [], np.array([]), measured)[:len(groups)]
+    keep = []
+    for name in candidates:
+        for bound in BOUNDS[name]:
+            moved = _log_errors(model, cluster, cfg, groups, [name], np.array([math.log(bound)]), measured)
+            if np.max(np.abs(moved[:len(groups)] - base)) >= _SENSITIVITY_MIN:
+                keep.append(name)
+                break
+    return keep
+
+
+def _start(model, cluster, cfg, groups, names, measured) -> np.ndarray:
+    """Each factor alone, by bisection on its own groups (predicted time falls as a factor rises):
+    the joint fit starts there, because a memory-bound class is flat in its factor near 1 and a
+    gradient method started at 1 would never leave it."""
+    theta = np.zeros(len(names))
+    for i, name in enumerate(names):
+        mine = [j for j, g in enumerate(groups) if group_factor(g) == name]
+        lo, hi = math.log(BOUNDS[name][0]), math.log(BOUNDS[name][1])
+
+        def r(th, name=name, mine=mine):
+            return float(np.sum(_log_errors(model, cluster, cfg, groups, [name], np.array([th]), measured)[mine]))
+        if not mine or r(hi) >= 0 or r(lo) <= 0:
+            theta[i] = (hi if mine and r(hi) >= 0 else lo) if mine else 0.0
+            continue
+        for _ in range(_BISECT_STEPS):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if r(mid) > 0 else (lo, mid)
+        theta[i] = 0.5 * (lo + hi)
+    return theta
+
+
+def _solve(model, cluster, cfg, groups, names, measured):
+    from scipy.optimize import least_squares
+    lo = np.log([BOUNDS[n][0] for n in names])
+    hi = np.log([BOUNDS[n][1] for n in names])
+    start = np.clip(_start(model, cluster, cfg, groups, names, measured), lo + 1e-9, hi - 1e-9)
+    return least_squares(lambda th: _log_errors(model, cluster, cfg, groups, names, th, measured),
+                         start, bounds=(lo, hi), diff_step=1e-3, xtol=1e-10, ftol=1e-12, max_nfev=200)
+
+
+def _uncertainty(times: TraceTimes, groups, names, jac) -> dict[str, float]:
+    from simtrain.calibrate.runs import RUN_NOISE
+    spreads = [s for s in (times.relative_spread(g) for g in groups) if s is not None]
+    s2 = max([RUN_NOISE ** 2] + [s * s for s in spreads])
+    cov = s2 * np.linalg.pinv(jac.T @ jac)
+    seen = np.linalg.norm(jac[:len(groups)], axis=0) > 1e-6
+    return {n: (float(math.sqrt(max(cov[i, i], 0.0))) if seen[i] else float("inf")) for i, n in enumerate(names)}
+
+
+def _times(trace, steps: int | None) -> TraceTimes:
+    if isinstance(trace, TraceTimes):
+        return trace
+    if isinstance(trace, (str, os.PathLike)):
+        return read_profiler_trace(Path(trace), steps=steps)
+    raise SimtrainError(f"trace: expected a path or a TraceTimes, got {type(trace).__name__}")
+
+
+def calibrate_classes(trace, model, cluster, config, steps: int | None = None):
+    """Fit per-class factors so the estimator reproduces the trace's per-class times (module docstring).
+
+    ``trace``: a ``torch.profiler`` Chrome trace path or :class:`TraceTimes`; ``model`` / ``cluster`` /
+    ``config``: what the traced run trained, on what, how (names, paths or objects, as ``st.estimate``)."""
+    from simtrain.calibrate.runs import Calibration, ClassFit
+    from simtrain.inputs import as_cluster, as_config, as_model
+    model, cluster, config = as_model(model), as_cluster(cluster), as_config(config)
+    times = _times(trace, steps)
+    before = predicted_groups(model, cluster, config)
+    groups = _fittable(times, before)
+    if not groups:
+        raise SpecError.one(times.source, "traceEvents", "no op class of the model holds enough of the trace's "
+                            "time to calibrate (is it a trace of this model?)")
+    measured = {g: times.seconds[g] for g in groups}
+    names = _sensitive(model, cluster, config, groups, list(dict.fromkeys(group_factor(g) for g in groups)), measured)
+    if names:
+        sol = _solve(model, cluster, config, groups, names, measured)
+        fitted = {n: float(v) for n, v in zip(names, np.exp(sol.x), strict=True)}
+        unc = _uncertainty(times, groups, names, sol.jac)
+    else:
+        fitted, unc = {}, {}
+    after = predicted_groups(model, scaled_cluster(cluster, fitted) if fitted else cluster, config)
+    classes = [ClassFit(group=g, measured_s=s, predicted_s=before.get(g, 0.0), fitted_s=after.get(g, 0.0),
+                        units=times.units.get(g, 0.0), fitted=g in groups)
+               for g, s in times.seconds.items()]
+    return Calibration(factors=fitted, uncertainty=unc, classes=classes, device=cluster.device.name,
+                       stack=_stack_name(config), measured_step_s=times.step_s,
+                       source=f"st.calibrate_classes on {times.steps} step(s) of {Path(times.source).name}"[:200])
+
+
+def _stack_name(cfg) -> str:
+    from simtrain.specs.stack import stack_of
+    return stack_of(cfg).name
