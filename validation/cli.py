@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--measurements", type=Path, default=None,
                    help="measurements JSON to calibrate from: loaded if it exists, else measured and saved there "
                         "(the 1-thread set for DDP is <stem>.t1.json beside it)")
-    p.add_argument("--models", default=None, help="comma-separated zoo models (default: all)")
+    p.add_argument("--models", default=None, help="comma-separated zoo and unseen models (default: all)")
     p.add_argument("--repeats", type=int, default=None, help="timed steps per model (default 2 quick, 15 full)")
 
 
@@ -43,10 +43,11 @@ def run_args(args: argparse.Namespace, command: str = "") -> int:
         if not torch.cuda.is_available():
             raise SpecError.one(None, "device", "cuda requested but torch.cuda.is_available() is False")
     if args.models:
+        from validation.unseen import UNSEEN
         from validation.zoo import ZOO
-        unknown = [m for m in args.models.split(",") if m.strip() and m.strip() not in ZOO]
+        unknown = [m for m in args.models.split(",") if m.strip() and m.strip() not in {**ZOO, **UNSEEN}]
         if unknown:
-            raise SpecError.one(None, "models", f"unknown zoo models {unknown}; known: {', '.join(ZOO)}")
+            raise SpecError.one(None, "models", f"unknown models {unknown}; known: {', '.join([*ZOO, *UNSEEN])}")
     result = run_suite(config_from_args(args, command))
     for kind, path in result.paths.items():
         print(f"{kind}: {path}")

@@ -24,6 +24,8 @@ __all__ = ["Case", "MetricSummary", "METRICS", "summarise", "write_json", "write
 METRICS: dict[str, tuple[str, str]] = {
     "step_time": ("s", "one training step (forward, loss, backward, optimizer), one device"),
     "step_time_plain": ("s", "the same step predicted from st.calibrate's device alone (no in-step per-op cost)"),
+    "step_time_unseen": ("s", "one training step of a model no calibration step sees (validation/unseen.py)"),
+    "step_time_plain_unseen": ("s", "the unseen models' step predicted from st.calibrate's device alone"),
     "flops": ("FLOP", "matrix FLOPs of one step vs torch.utils.flop_counter.FlopCounterMode"),
     "saved_bytes": ("B", "bytes autograd saves for backward vs saved_tensors_hooks"),
     "peak_memory": ("B", "peak allocated device memory vs torch.cuda.max_memory_allocated"),
@@ -178,7 +180,7 @@ def write_markdown(path: Path, cases: Sequence[Case], meta: Mapping[str, Any], n
     return path
 
 
-_PANELS = (("time (s)", ("step_time", "ddp_step", "allreduce", "pipeline_stall")),
+_PANELS = (("time (s)", ("step_time", "step_time_unseen", "ddp_step", "allreduce", "pipeline_stall")),
            ("count / rate", ("flops", "saved_bytes", "peak_memory", "pipeline_throughput")))
 
 
@@ -187,7 +189,7 @@ def write_plot(path: Path, cases: Sequence[Case], title: str) -> Path:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    colours = dict(zip(METRICS, plt.get_cmap("tab10").colors, strict=False))
+    colours = dict(zip(METRICS, plt.get_cmap("tab20").colors, strict=False))
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.5))
     for ax, (label, metrics) in zip(axes, _PANELS, strict=True):
         pts = [c for c in cases if c.metric in metrics and c.predicted > 0 and c.measured > 0]

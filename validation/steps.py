@@ -104,7 +104,7 @@ def _saved_case(w: Workload, module, inputs, loss_fn, model, report) -> Case:
 
 def _step_case(w: Workload, report, plain, timing: Timing, threads: int) -> Case:
     top = [(o.name, o.seconds) for o in report.top_ops[:5]]
-    return Case(w.case, "step_time", report.step_time_s, timing.median_s,
+    return Case(w.case, "step_time_unseen" if w.unseen else "step_time", report.step_time_s, timing.median_s,
                 detail={"p10_s": timing.p10_s, "p90_s": timing.p90_s, "repeats": timing.repeats,
                         "threads": threads, "optimizer": w.optimizer,
                         "predicted_plain_calibration_s": plain.step_time_s if plain is not None else None,
@@ -137,7 +137,8 @@ def validate_workload(w: Workload, device_spec, device: str, warmup: int, repeat
     timing = time_steps(step, device, warmup, repeats)
     cases.insert(0, _step_case(w, report, plain, timing, threads))
     if plain is not None:
-        cases.insert(1, Case(w.case, "step_time_plain", plain.step_time_s, timing.median_s,
+        metric = "step_time_plain_unseen" if w.unseen else "step_time_plain"
+        cases.insert(1, Case(w.case, metric, plain.step_time_s, timing.median_s,
                              detail={"device": plain.device_name}))
     mem = _memory_case(w, step, device, report)
     if mem is not None:

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from validation import zoo
+from validation import unseen, zoo
 
-__all__ = ["Workload", "workloads", "to_device", "SIZES", "OPTIMIZER_OF"]
+__all__ = ["Workload", "workloads", "unseen_workloads", "to_device", "SIZES", "OPTIMIZER_OF"]
 
 SIZES = ("small", "medium", "standard")
 
@@ -41,6 +41,8 @@ class Workload:
     make_batch: Callable[[int, int], tuple[tuple, Callable]]
     """(batch, seed) → (inputs on the CPU, loss_fn)."""
     optimizer: str
+    unseen: bool = False
+    """One of :mod:`validation.unseen` (reported apart: metric ``step_time_unseen``)."""
 
     @property
     def case(self) -> str:
@@ -137,9 +139,20 @@ def workloads(size: str, names: tuple[str, ...] | None = None) -> list[Workload]
     if size not in SIZES:
         raise ValueError(f"size must be one of {SIZES}, got {size!r}")
     chosen = [n for n in zoo.ZOO if names is None or n in names]
-    unknown = set(names or ()) - set(zoo.ZOO)
+    unknown = set(names or ()) - set(zoo.ZOO) - set(unseen.UNSEEN)
     if unknown:
         raise ValueError(f"unknown zoo models {sorted(unknown)}; known: {', '.join(zoo.ZOO)}")
     if size != "medium":
         return [_from_zoo(n, size, _ZOO_BATCH[size]) for n in chosen]
     return [Workload(n, size, _MEDIUM[n][2], _MEDIUM[n][0], _MEDIUM[n][1], OPTIMIZER_OF[n]) for n in chosen]
+
+
+def unseen_workloads(size: str, names: tuple[str, ...] | None = None) -> list[Workload]:
+    """The unseen set (:mod:`validation.unseen`) at ``size`` ("small" or "medium"; "standard" runs
+    "medium"), optionally only ``names``; names of the zoo are ignored here."""
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {SIZES}, got {size!r}")
+    at = "small" if size == "small" else "medium"
+    chosen = [n for n in unseen.UNSEEN if names is None or n in names]
+    return [Workload(n, at, unseen.UNSEEN[n][at][2], unseen.UNSEEN[n][at][0], unseen.UNSEEN[n][at][1],
+                     unseen.UNSEEN_OPTIMIZER[n], unseen=True) for n in chosen]

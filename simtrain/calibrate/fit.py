@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simtrain.calibrate.base_device import default_base
+from simtrain.calibrate.bench_memory import fit_first_touch
 from simtrain.calibrate.fit_compute import ComputeFit, fit_compute
 from simtrain.calibrate.fit_links import LinkFit, fit_collectives, fit_host_device
 from simtrain.calibrate.machine import derived_cpu_peak_flops_per_s
@@ -98,6 +99,17 @@ def _start_efficiency(base: Device) -> Efficiency:
     return eff.model_copy(update={"compute": compute})
 
 
+def _memory_start(eff: Efficiency, m: Measurements) -> Efficiency:
+    """A CPU's memory-system parameters from this machine: the last-level cache size the measurement
+    recorded (a cache tier, its miss bandwidth fitted from 0.5), and first-touch cost of fresh pages
+    (calibrate/bench_memory.py); unchanged where the measurements have neither."""
+    update: dict[str, float] = dict(fit_first_touch(m.rows))
+    llc = float(m.settings.get("llc_bytes") or 0.0)
+    if llc > 0:
+        update.update(cache_bytes=llc, cache_miss_bandwidth_fraction=0.5)
+    return eff.model_copy(update=update)
+
+
 def _sourced(value: float, source: str, note: str | None = None) -> Sourced:
     return Sourced[float](value=float(value), source=source[:300], mark="D", note=note)
 
@@ -157,7 +169,8 @@ def fit(measurements: Measurements, base: Device | str | None = None) -> Calibra
         raise SpecError.one(None, "measurements", "no compute rows to fit")
     is_cpu = base.kind is DeviceKind.CPU
     work = _working_cpu(base, rows, m, tag) if is_cpu else base
-    cf: ComputeFit = fit_compute(rows, work, _start_efficiency(base))
+    cf: ComputeFit = fit_compute(rows, work, _memory_start(_start_efficiency(base), m) if is_cpu else
+                                 _start_efficiency(base))
     eff = cf.efficiency
     coll_rows = [r for r in m.rows if r.op_class is None and "backend" in r.params]
     extra, link_fits = fit_collectives(coll_rows, eff)

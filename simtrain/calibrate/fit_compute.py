@@ -33,8 +33,11 @@ __all__ = ["ComputeFit", "fit_compute", "efficiency_from", "PRIOR_WEIGHT", "BOUN
 PRIOR_WEIGHT = 0.02
 #: (low, high) of each parameter kind, in its own units.
 BOUNDS = {"peak_fraction": (1e-5, 1.0), "half_flops": (1.0, 1e14), "memory_bandwidth_fraction": (1e-4, 1.0),
-          "memory_half_bytes": (1.0, 1e11), "launch_overhead_s": (1e-9, 1e-1)}
+          "memory_half_bytes": (1.0, 1e11), "launch_overhead_s": (1e-9, 1e-1),
+          "cache_miss_bandwidth_fraction": (1e-3, 1.0)}
 _GLOBALS = ("memory_bandwidth_fraction", "memory_half_bytes", "launch_overhead_s")
+_CACHE = "cache_miss_bandwidth_fraction"
+"""Fitted only when the start efficiency has a cache tier (``cache_bytes`` > 0)."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,9 @@ class ComputeFit:
     success: bool
 
 
-def _names(classes: Sequence[OpClass]) -> list[str]:
-    return [f"{c.value}.{p}" for c in classes for p in ("peak_fraction", "half_flops")] + list(_GLOBALS)
+def _names(classes: Sequence[OpClass], cache: bool = False) -> list[str]:
+    names = [f"{c.value}.{p}" for c in classes for p in ("peak_fraction", "half_flops")] + list(_GLOBALS)
+    return names + [_CACHE] if cache else names
 
 
 def _kind(name: str) -> str:
@@ -66,7 +70,7 @@ def efficiency_from(theta: np.ndarray, names: Sequence[str], start: Efficiency) 
             cls = OpClass(name.split(".")[0])
             compute[cls] = ComputeCurve.model_construct(peak_fraction=float(values[f"{cls.value}.peak_fraction"]),
                                                         half_flops=float(values[f"{cls.value}.half_flops"]))
-    update = {g: float(values[g]) for g in _GLOBALS}
+    update = {g: float(values[g]) for g in names if "." not in g}
     return start.model_copy(update={"compute": compute, **update})
 
 
@@ -132,7 +136,7 @@ def fit_compute(rows: Sequence[Row], device: Device, start: Efficiency) -> Compu
     """Fit ``start``'s compute-side parameters to ``rows`` (compute rows: ``op_class`` not None)."""
     rows = [r for r in rows if r.op_class is not None]
     classes = sorted({r.op_class for r in rows if r.flops > 0 and r.phase != "optim"}, key=lambda c: c.value)
-    names = _names(classes)
+    names = _names(classes, start.cache_bytes > 0)
     log_t = np.log([r.median_s for r in rows])
     prior = _theta_of(start, names)
     lo = np.log([BOUNDS[_kind(n)][0] for n in names])

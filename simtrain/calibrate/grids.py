@@ -40,6 +40,8 @@ class Grid:
     collective_world_sizes: tuple[int, ...]
     collective_ops: tuple[str, ...]
     backward: bool = True
+    first_touch_numel: tuple[int, ...] = ()
+    """fp32 elements per fresh tensor in the first-touch bench (above glibc's 32 MiB mmap ceiling)."""
 
 
 _ALL_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
@@ -53,6 +55,7 @@ _TINY = Grid(
     rows_cols=((64, 256),), batchnorm=((4, 16, 16, 16),), embedding=((1000, 64, 256),),
     copy_numel=(1 << 12, 1 << 16, 1 << 20, 1 << 22), optimizer=((4, 1 << 14),), h2d_bytes=(1 << 20,),
     collective_bytes=(1 << 12, 1 << 20), collective_world_sizes=(2,), collective_ops=("all_reduce",),
+    first_touch_numel=(12 << 20,),
 )
 
 _QUICK = Grid(
@@ -71,7 +74,7 @@ _QUICK = Grid(
     copy_numel=(1 << 10, 1 << 14, 1 << 18, 1 << 21, 1 << 23, 1 << 25), optimizer=((32, 1 << 15),),
     h2d_bytes=(1 << 16, 1 << 20, 1 << 24, 1 << 27),
     collective_bytes=(1 << 10, 1 << 14, 1 << 18, 1 << 22), collective_world_sizes=(2,),
-    collective_ops=_ALL_COLLECTIVES,
+    collective_ops=_ALL_COLLECTIVES, first_touch_numel=(12 << 20, 24 << 20),
 )
 
 _FULL = replace(

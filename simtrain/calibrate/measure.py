@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
+from simtrain.calibrate.bench_memory import bench_first_touch, last_level_cache_bytes
 from simtrain.calibrate.bench_ops import MATRIX_BENCHES, Bench, bench_autograd_call
 from simtrain.calibrate.bench_vector import VECTOR_BENCHES
 from simtrain.calibrate.collectives_bench import run_collectives
@@ -30,7 +31,8 @@ from simtrain.glossary import DType
 __all__ = ["measure", "Measurements", "Row", "BENCH_GROUPS", "sentinel", "SENTINEL_SLOWDOWN"]
 
 #: every benchmark group by name, in run order; ``only=`` selects a subset.
-BENCH_GROUPS: dict[str, Callable[[Bench, Grid], list[Row]]] = {**MATRIX_BENCHES, **VECTOR_BENCHES}
+BENCH_GROUPS: dict[str, Callable[[Bench, Grid], list[Row]]] = {**MATRIX_BENCHES, **VECTOR_BENCHES,
+                                                                "first_touch": bench_first_touch}
 #: a group whose closing sentinel GEMM is this much slower than the opening one is measured again
 SENTINEL_SLOWDOWN = 2.0
 
@@ -158,7 +160,8 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     settings = {"grid": grid_name, "threads": threads, "collective_threads": collective_threads,
                 "groups": ",".join(groups + (["collectives"] if run_coll else [])),
                 "plan": str(g.plan), "loadavg_1min_start": load_start, "loadavg_1min_end": _load(),
-                "steal_fraction": steal, "other_cpu_fraction": other}
+                "steal_fraction": steal, "other_cpu_fraction": other,
+                "llc_bytes": last_level_cache_bytes() if device == "cpu" else 0.0}
     m = Measurements(tuple(rows), facts, settings, tuple(refused), wall_s=time.perf_counter() - start)
     verdict = measurements_contention(m)
     for reason in verdict.reasons:

@@ -18,11 +18,16 @@ against these predictions is a fit of the estimator itself (fit and estimate can
 from __future__ import annotations
 
 from simtrain.calibrate.records import Row
-from simtrain.cost.compute import memory_seconds, op_seconds
+from simtrain.cost.compute import first_touch_seconds, memory_seconds, op_seconds
+from simtrain.glossary import DTYPE_BYTES
 from simtrain.graph.op import Gemm
 from simtrain.specs.hardware import Device, Efficiency
 
-__all__ = ["row_gemm", "predict_row", "predict_collective"]
+__all__ = ["row_gemm", "row_output_bytes", "predict_row", "predict_collective"]
+
+#: vector benches that allocate their output (bench_vector.py) → its element count from the row's params
+_OUTPUT_NUMEL = {"layernorm": ("rows", "cols"), "rmsnorm": ("rows", "cols"), "softmax": ("rows", "cols"),
+                 "batchnorm": ("n", "c", "h", "w"), "embedding": ("tokens", "dim")}
 
 
 def row_gemm(row: Row) -> tuple[Gemm | None, int]:
@@ -40,6 +45,20 @@ def row_gemm(row: Row) -> tuple[Gemm | None, int]:
     return None, 1
 
 
+def row_output_bytes(row: Row) -> float:
+    """Bytes of the fresh output tensor a forward vector row allocates (0: none, or not a vector row;
+    the copy bench writes into a preallocated buffer)."""
+    if row.phase != "fw" or row.op_class is None or row.bench == "copy":
+        return 0.0
+    keys = ("numel",) if row.op_class.value == "elementwise" else _OUTPUT_NUMEL.get(row.bench)
+    if keys is None or any(k not in row.params for k in keys):
+        return 0.0
+    numel = 1.0
+    for k in keys:
+        numel *= float(row.params[k])
+    return numel * DTYPE_BYTES[row.dtype]
+
+
 def predict_row(row: Row, device: Device, eff: Efficiency) -> float:
     """Predicted seconds of one timed call of a compute row (``row.op_class`` is not None)."""
     if row.phase == "optim":
@@ -47,7 +66,7 @@ def predict_row(row: Row, device: Device, eff: Efficiency) -> float:
     gemm, m_rows = row_gemm(row)
     parts = row.calls
     return parts * op_seconds(row.flops / parts, row.bytes_moved / parts, row.op_class, device, row.dtype,
-                              gemm=gemm, efficiency=eff, m_rows=m_rows)
+                              gemm=gemm, efficiency=eff, m_rows=m_rows) + first_touch_seconds(row_output_bytes(row), eff)
 
 
 def predict_collective(row: Row, bandwidth_bytes_per_s: float, latency_s: float, eff: Efficiency) -> float:

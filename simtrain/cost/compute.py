@@ -31,7 +31,7 @@ from simtrain.specs.hardware import Device, Efficiency
 
 __all__ = ["op_seconds", "attention_kernel_seconds", "matrix_peak_flops_per_s", "alignment_factor", "device_efficiency",
            "MATRIX_CLASSES", "compute_seconds", "memory_seconds", "dataflow_efficiency",
-           "streaming_bandwidth_bytes_per_s"]
+           "streaming_bandwidth_bytes_per_s", "cache_miss_slowdown", "first_touch_seconds"]
 
 MATRIX_CLASSES = frozenset({OpClass.MATMUL, OpClass.CONV, OpClass.ATTENTION})
 
@@ -152,7 +152,29 @@ def memory_seconds(bytes_moved: float, device: Device, eff: Efficiency) -> float
     if bytes_moved <= 0:
         return 0.0
     bw = streaming_bandwidth_bytes_per_s(device) * eff.memory_bandwidth_fraction
-    return bytes_moved * (bytes_moved + eff.memory_half_bytes) / (bytes_moved * bw)
+    return (bytes_moved + eff.memory_half_bytes) / bw * cache_miss_slowdown(bytes_moved, eff)
+
+
+def cache_miss_slowdown(bytes_moved: float, eff: Efficiency) -> float:
+    """Time multiplier of a streaming op that outgrows the cache tier: h + (1 − h) / f with
+    h = min(1, cache_bytes / bytes_moved) the share served from cache (what the producing op left
+    resident: its last ``cache_bytes`` of output under LRU) and f = ``cache_miss_bandwidth_fraction``
+    the main-memory bandwidth relative to the cache-assisted streaming rate (the two-level
+    average-access-time model, Hennessy & Patterson, Computer Architecture, 6th ed., §B.1).
+    1.0 with no cache tier (``cache_bytes`` 0) or when everything fits."""
+    if eff.cache_bytes <= 0 or bytes_moved <= eff.cache_bytes:
+        return 1.0
+    hit = eff.cache_bytes / bytes_moved
+    return hit + (1.0 - hit) / eff.cache_miss_bandwidth_fraction
+
+
+def first_touch_seconds(tensor_bytes: float, eff: Efficiency) -> float:
+    """Seconds to fault in and zero the fresh pages of one newly allocated tensor of ``tensor_bytes``:
+    ``tensor_bytes / first_touch_bytes_per_s`` when the tensor is at least ``first_touch_min_bytes``
+    (an allocator that maps it fresh each time; calibrate/bench_memory.py), else 0 (reused memory)."""
+    if eff.first_touch_bytes_per_s <= 0 or tensor_bytes <= 0 or tensor_bytes < eff.first_touch_min_bytes:
+        return 0.0
+    return tensor_bytes / eff.first_touch_bytes_per_s
 
 
 def op_seconds(flops: float, bytes_moved: float, op_class: OpClass | str, device: Device,

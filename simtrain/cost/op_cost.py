@@ -23,7 +23,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simtrain.cost.compute import MATRIX_CLASSES, attention_kernel_seconds, compute_seconds, memory_seconds
+from simtrain.cost.compute import (
+    MATRIX_CLASSES,
+    attention_kernel_seconds,
+    compute_seconds,
+    first_touch_seconds,
+    memory_seconds,
+)
 from simtrain.cost.precision import Regime
 from simtrain.glossary import DType, OpClass
 from simtrain.graph.op import Gemm, Op
@@ -183,6 +189,16 @@ def _sharded_gemm(op: Op, tp: int) -> Gemm | None:
     return g
 
 
+def _fresh_tensor_s(op: Op, phase: str, f: ShardFactors, micro_batch: float, ab: float, wb: float,
+                    eff: Efficiency) -> float:
+    """First-touch seconds of the tensors a phase allocates: its activation output (forward output,
+    activation gradient) and its weight gradient, each taken as one tensor (compute.first_touch_seconds)."""
+    if eff.first_touch_bytes_per_s <= 0:
+        return 0.0
+    act = getattr(op.act_write, phase) * f.act_write * micro_batch * ab
+    return first_touch_seconds(act, eff) + first_touch_seconds(getattr(op.weight_write, phase) * f.weights * wb, eff)
+
+
 def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficiency,
             tp: int = 1, sp: bool = False, ep: int = 1, moe_imbalance: float = 1.0, stack=None) -> OpCost:
     """Roofline seconds of ``op`` for one micro-batch of ``micro_batch`` samples on one rank.
@@ -229,6 +245,7 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
             sec = t_c + t_m + eff.launch_overhead_s * kernels
         else:
             sec = max(t_c, t_m) + eff.launch_overhead_s * kernels  # legs kept apart for the bottleneck
+        sec += _fresh_tensor_s(op, phase, f, micro_batch, ab, wb, eff)
         if fp8 and flops:
             cast_s, cast_k = _fp8_cast(phase, gemm, micro_batch, recipe, device, eff)
             sec, kernels = sec + cast_s, kernels + cast_k

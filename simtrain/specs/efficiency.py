@@ -78,6 +78,17 @@ class Efficiency(Spec):
     attention_kernels: dict[str, AttentionKernel] = Field(default_factory=dict)
     """Fused-attention kernel families measured on this device (cudnn, fa3, fa2, sdpa, triton); a
     stack picks one by name, and a family missing here falls back to the ``attention`` curve."""
+    cache_bytes: Annotated[float, Field(ge=0, le=1e12)] = 0.0
+    """Capacity of the on-chip cache tier streaming ops may hit (a CPU's last-level cache); 0: one tier.
+    An op moving B bytes finds h = min(1, cache_bytes / B) of them in cache (the producer's last
+    ``cache_bytes`` of output are still resident) at the streaming bandwidth, and the rest at
+    ``cache_miss_bandwidth_fraction`` of it (cost/compute.py ``memory_seconds``)."""
+    cache_miss_bandwidth_fraction: Fraction = 1.0
+    """Bandwidth of bytes that miss ``cache_bytes``, as a fraction of the streaming bandwidth."""
+    first_touch_bytes_per_s: Annotated[float, Field(ge=0, le=1e15)] = 0.0
+    """Rate at which fresh pages are faulted in and zeroed on first write; 0: not costed. Applies to
+    each tensor an op writes of at least ``first_touch_min_bytes`` (calibrate/bench_memory.py)."""
+    first_touch_min_bytes: Annotated[float, Field(ge=0, le=1e15)] = 0.0
     source: str = "default"
     extra: dict[str, float] = Field(default_factory=dict)
 

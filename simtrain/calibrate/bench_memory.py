@@ -1,0 +1,85 @@
+"""Memory-system microbenchmarks beyond streaming bandwidth: the cost of touching fresh pages, and the
+size of the last-level cache the cost layer's cache tier uses.
+
+First touch (CPU): glibc's malloc serves an allocation of at least its mmap threshold with a fresh
+``mmap`` and returns it to the kernel on ``free``; the threshold adapts upward to the size of freed
+mmapped chunks but never above ``DEFAULT_MMAP_THRESHOLD_MAX`` = 4 MiB · sizeof(long) = 32 MiB on
+64-bit Linux (glibc ``malloc/malloc.c``, mallopt(3) "M_MMAP_THRESHOLD"). PyTorch's CPU allocator is
+plain malloc (c10 ``alloc_cpu``: posix_memalign), so every tensor of ≥ 32 MiB allocated in a training
+step — a large layer's weight gradient under ``zero_grad(set_to_none=True)``, a large activation — is
+fresh pages: the first write to each 4 KiB page takes a page fault and the kernel zeroes the page
+before the write lands. The bench times writing a tensor of ``numel`` fp32 elements freshly allocated
+(``torch.empty(n).fill_``) against writing the same amount into a reused buffer; the difference is the
+first-touch time of those bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from simtrain.calibrate.records import Row
+from simtrain.glossary import DType
+
+if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle through the package
+    from simtrain.calibrate.bench_ops import Bench
+    from simtrain.calibrate.grids import Grid
+
+__all__ = ["MMAP_THRESHOLD_MAX_BYTES", "bench_first_touch", "fit_first_touch", "last_level_cache_bytes"]
+
+MMAP_THRESHOLD_MAX_BYTES = 32 * 2**20
+"""glibc's ceiling on the dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX, malloc.c)."""
+
+
+def bench_first_touch(b: Bench, grid: Grid) -> list[Row]:
+    """CPU only: ``torch.empty(n).fill_(1)`` (fresh pages) and ``buf.fill_(1)`` (reused) per size."""
+    import torch
+    if b.device != "cpu":
+        return []
+    rows: list[Row] = []
+    for numel in grid.first_touch_numel:
+        buf = torch.empty(numel, device=b.device)
+        nbytes = 4.0 * numel
+        for fresh in (True, False):
+            fn = (lambda n=numel: torch.empty(n).fill_(1.0)) if fresh else (lambda t=buf: t.fill_(1.0))
+            rows.append(b.row("first_touch", None, DType.FP32, {"numel": numel, "fresh": fresh},
+                              (0.0, nbytes), fn))
+    return rows
+
+
+def fit_first_touch(rows: Sequence[Row]) -> dict[str, float]:
+    """``first_touch_bytes_per_s``: the median over sizes of bytes / (t_fresh − t_reused), and
+    ``first_touch_min_bytes`` = the mmap threshold ceiling; empty when no usable pair was measured."""
+    by = {(int(r.params["numel"]), bool(r.params["fresh"])): r.median_s for r in rows if r.bench == "first_touch"}
+    rates = sorted(4.0 * n / (by[(n, True)] - by[(n, False)]) for n, fresh in by
+                   if fresh and (n, False) in by and by[(n, True)] > by[(n, False)])
+    if not rates:
+        return {}
+    mid = len(rates) // 2
+    rate = rates[mid] if len(rates) % 2 else 0.5 * (rates[mid - 1] + rates[mid])
+    return {"first_touch_bytes_per_s": rate, "first_touch_min_bytes": float(MMAP_THRESHOLD_MAX_BYTES)}
+
+
+def last_level_cache_bytes(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> float:
+    """Size of the largest data / unified cache that cpu0 sees (sysfs ``index*/size``, e.g. "32768K"),
+    times the number of such caches for a per-core level (``shared_cpu_list`` naming one CPU is a
+    private cache: L2 on most x86 parts); 0.0 where sysfs has no cache information."""
+    best = 0.0
+    for index in sorted(Path(root).glob("index*")):
+        try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            size = _size_bytes((index / "size").read_text().strip())
+            shared = (index / "shared_cpu_list").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        private = "," not in shared and "-" not in shared
+        best = max(best, size * (os.cpu_count() or 1) if private else size)
+    return best
+
+
+def _size_bytes(text: str) -> float:
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)

@@ -1,0 +1,107 @@
+"""Hand-derived checks of the CPU memory-system mechanisms (issue 12): the cache tier, first-touch of
+fresh tensors, their microbenchmark fits, and the unseen validation set's wiring."""
+
+from __future__ import annotations
+
+import pytest
+
+from simtrain.calibrate.bench_memory import MMAP_THRESHOLD_MAX_BYTES, fit_first_touch, last_level_cache_bytes
+from simtrain.calibrate.predict import row_output_bytes
+from simtrain.calibrate.records import Row
+from simtrain.cost.compute import cache_miss_slowdown, device_efficiency, first_touch_seconds, memory_seconds
+from simtrain.glossary import DType, OpClass
+from simtrain.specs.hardware import Efficiency
+
+_EFF = Efficiency(compute={}, memory_bandwidth_fraction=1.0, memory_half_bytes=0.0)
+
+
+def _eff(**kw) -> Efficiency:
+    return _EFF.model_copy(update=kw)
+
+
+def test_cache_miss_slowdown_by_hand():
+    eff = _eff(cache_bytes=1e6, cache_miss_bandwidth_fraction=0.25)
+    # 4 MB moved, 1 MB cache: h = 0.25 → 0.25 + 0.75 / 0.25 = 3.25
+    assert cache_miss_slowdown(4e6, eff) == pytest.approx(3.25)
+    assert cache_miss_slowdown(5e5, eff) == 1.0  # fits in cache
+    assert cache_miss_slowdown(4e6, _EFF) == 1.0  # no cache tier: one bandwidth
+
+
+def test_memory_seconds_with_cache_tier():
+    import simtrain as st
+    dev = st.load_device("host-cpu")
+    bw = dev.memory_bandwidth_bytes_per_s
+    eff = _eff(cache_bytes=1e6, cache_miss_bandwidth_fraction=0.5)
+    # 2 MB: half from cache at bw, half at bw / 2 → 1e6 / bw + 1e6 / (bw / 2) = 3e6 / bw
+    assert memory_seconds(2e6, dev, eff) == pytest.approx(3e6 / bw)
+    assert memory_seconds(2e6, dev, _EFF) == pytest.approx(2e6 / bw)
+
+
+def test_first_touch_only_above_threshold():
+    eff = _eff(first_touch_bytes_per_s=2e9, first_touch_min_bytes=32 * 2**20)
+    assert first_touch_seconds(64 * 2**20, eff) == pytest.approx(64 * 2**20 / 2e9)
+    assert first_touch_seconds(16 * 2**20, eff) == 0.0
+    assert first_touch_seconds(64 * 2**20, _EFF) == 0.0  # not costed by default (GPUs, uncalibrated)
+
+
+def _row(bench: str, params: dict, median_s: float, op_class=None) -> Row:
+    return Row(bench, op_class, DType.FP32, params, 0.0, 0.0, median_s, median_s, median_s, 5)
+
+
+def test_fit_first_touch_median_of_pairs():
+    n1, n2 = 10_000_000, 20_000_000
+    rows = [_row("first_touch", {"numel": n1, "fresh": True}, 0.030), _row("first_touch", {"numel": n1, "fresh": False}, 0.010),
+            _row("first_touch", {"numel": n2, "fresh": True}, 0.050), _row("first_touch", {"numel": n2, "fresh": False}, 0.010)]
+    got = fit_first_touch(rows)
+    # 4e7 B / 0.020 s = 2e9; 8e7 B / 0.040 s = 2e9 → median 2e9
+    assert got == {"first_touch_bytes_per_s": pytest.approx(2e9), "first_touch_min_bytes": float(MMAP_THRESHOLD_MAX_BYTES)}
+    assert fit_first_touch(rows[2:3]) == {}  # no reused partner: nothing to fit
+
+
+def test_last_level_cache_from_sysfs(tmp_path, monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    for i, (typ, size, shared) in enumerate([("Data", "32K", "0"), ("Instruction", "32K", "0"),
+                                              ("Unified", "1024K", "0"), ("Unified", "32768K", "0-1")]):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "type").write_text(typ + "\n")
+        (d / "size").write_text(size + "\n")
+        (d / "shared_cpu_list").write_text(shared + "\n")
+    assert last_level_cache_bytes(tmp_path) == 32768 * 1024  # max(2 × 1 MiB private L2, 32 MiB L3)
+    assert last_level_cache_bytes(tmp_path / "missing") == 0.0
+
+
+def test_row_output_bytes():
+    assert row_output_bytes(_row("relu", {"numel": 1000}, 1e-3, OpClass.ELEMENTWISE)) == 4000.0
+    assert row_output_bytes(_row("layernorm", {"rows": 4, "cols": 8}, 1e-3, OpClass.NORM)) == 128.0
+    assert row_output_bytes(_row("copy", {"numel": 1000, "bytes": 4000}, 1e-3, OpClass.MEMORY)) == 0.0
+
+
+def test_first_touch_of_a_large_weight_gradient_in_a_step():
+    """One 4096×4096 Linear: the weight gradient (64 MiB ≥ 32 MiB) is fresh pages every step; the
+    activations and outputs at batch 2 are small. The op record writes weight and bias gradients as
+    one weight-gradient tensor: Δ step = 4096 · (4096 + 1) · 4 B / rate."""
+    import torch
+
+    import simtrain as st
+    torch.manual_seed(0)
+    model = st.Model.from_torch(torch.nn.Linear(4096, 4096), (torch.randn(2, 4096),))
+    dev = st.load_device("host-cpu")
+    cfg = st.TrainConfig(global_batch_size=2, micro_batch_size=2, precision="fp32", optimizer="sgd")
+    base = device_efficiency(dev)
+    with_ft = dev.model_copy(update={"efficiency": base.model_copy(update={
+        "first_touch_bytes_per_s": 2e9, "first_touch_min_bytes": float(MMAP_THRESHOLD_MAX_BYTES)})})
+    without = dev.model_copy(update={"efficiency": base})
+    delta = (st.estimate(model, st.Cluster.single(with_ft), cfg).step_time_s
+             - st.estimate(model, st.Cluster.single(without), cfg).step_time_s)
+    assert delta == pytest.approx(4096 * 4097 * 4 / 2e9, rel=1e-9)
+
+
+def test_unseen_set_is_apart_from_the_zoo():
+    from validation.unseen import UNSEEN
+    from validation.workloads import unseen_workloads, workloads
+    from validation.zoo import ZOO
+    assert len(UNSEEN) >= 5 and not set(UNSEEN) & set(ZOO)
+    ws = unseen_workloads("small")
+    assert [w.name for w in ws] == list(UNSEEN) and all(w.unseen for w in ws)
+    assert not any(w.unseen for w in workloads("small"))
