@@ -91,10 +91,10 @@ OPTIMIZERS = (
     Example("§8.3.2 Optimizer trade-offs (Table 8.3)", "Operations per parameter: SGD 2, momentum 3, "
             "RMSprop 4, Adam 5.",
             tuple(_ops(k) for k in ("sgd", "momentum", "rmsprop", "adam")),
-            "Differs (not in docs/chapter-disagreements.md): counting the arithmetic of PyTorch's update "
+            "Differs: counting the arithmetic of PyTorch's update "
             "rules (`cost/optimizer.py`: multiplies, adds, the square root and the divide, Adam's bias "
             "corrections) gives 2, 4, 6 and 12. The step time does not use these counts: the update is "
-            "memory-bound and priced by its bytes (formulas.md §9)."),
+            "memory-bound and priced by its bytes (formulas.md §9).", row=20),
     Example("§8.3.3 Optimizer implementation", "Adam on 100 million fp32 parameters needs \"approximately "
             "800 MB\" more memory.",
             (Worked("adam-100m", f"{_PM.format(n='100_000_000', p='fp32', o='adam')}.optimizer_bytes", "B"),),
@@ -192,7 +192,7 @@ ACCUMULATION = (
             "of its segment during the backward (Chen et al. 2016), not up to three times; the extra work "
             "(the first number, over the model FLOPs) is one forward of the layers (the LM head is not "
             "recomputed). The memory saving agrees and is larger than 50 % (the second number: the "
-            "activations kept, over those kept without recomputation)."),
+            "activations kept, over those kept without recomputation).", row=21),
 )
 
 DATA_PARALLEL = (
