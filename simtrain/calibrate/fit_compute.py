@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from simtrain.calibrate.predict import predict_row
+from simtrain.calibrate.predict import predict_row, row_gemm
 from simtrain.calibrate.records import Row
 from simtrain.cost.compute import MATRIX_CLASSES, matrix_peak_flops_per_s
 from simtrain.glossary import OpClass
@@ -34,10 +34,22 @@ PRIOR_WEIGHT = 0.02
 #: (low, high) of each parameter kind, in its own units.
 BOUNDS = {"peak_fraction": (1e-5, 1.0), "half_flops": (1.0, 1e14), "memory_bandwidth_fraction": (1e-4, 1.0),
           "memory_half_bytes": (1.0, 1e11), "launch_overhead_s": (1e-9, 1e-1),
-          "cache_miss_bandwidth_fraction": (1e-3, 1.0)}
+          "cache_miss_bandwidth_fraction": (1e-3, 1.0), "strided_agrad_exponent": (1e-3, 2.0),
+          "half_rows": (1.0, 1e6), "half_depth": (1e-2, 1e5)}
 _GLOBALS = ("memory_bandwidth_fraction", "memory_half_bytes", "launch_overhead_s")
 _CACHE = "cache_miss_bandwidth_fraction"
 """Fitted only when the start efficiency has a cache tier (``cache_bytes`` > 0)."""
+_BW = "@bw"
+"""Suffix of a class whose backward rows get their own curve (``Efficiency.backward_compute``)."""
+_BW_CLASSES = frozenset({OpClass.CONV})
+"""Classes fitted with a backward curve when they have backward rows: a conv's dX and dW kernels
+are other loop nests than its forward (dW reduces over batch and positions); a GEMM's backward is
+the same GEMM kernel transposed, so matmul keeps one curve."""
+_ROWS_CLASSES = frozenset({OpClass.CONV})
+"""Classes fitted with rows and depth ramps (``ComputeCurve.half_rows``, ``half_depth``): the conv
+grid spans 2×2 to 56×56 maps and reductions from 9 (depthwise) to 4608."""
+_STRIDE = "strided_agrad_exponent"
+"""Fitted when there are backward rows of strided convs."""
 
 
 @dataclass(frozen=True)
@@ -52,9 +64,18 @@ class ComputeFit:
     success: bool
 
 
-def _names(classes: Sequence[OpClass], cache: bool = False) -> list[str]:
-    names = [f"{c.value}.{p}" for c in classes for p in ("peak_fraction", "half_flops")] + list(_GLOBALS)
-    return names + [_CACHE] if cache else names
+def _names(classes: Sequence[OpClass], cache: bool = False, bw_classes: Sequence[OpClass] = (),
+           strided: bool = False) -> list[str]:
+    keys = [c.value for c in classes] + [c.value + _BW for c in bw_classes]
+    names = [f"{k}.{p}" for k in keys for p in ("peak_fraction", "half_flops")] + list(_GLOBALS)
+    names += [f"{k}.{p}" for k in keys if OpClass(k.removesuffix(_BW)) in _ROWS_CLASSES
+              for p in ("half_rows", "half_depth")]
+    return names + [_CACHE] * cache + [_STRIDE] * strided
+
+
+def _curve_of(eff: Efficiency, key: str) -> ComputeCurve:
+    cls = OpClass(key.removesuffix(_BW))
+    return eff.phase_curve(cls, "bw" if key.endswith(_BW) else "fw")
 
 
 def _kind(name: str) -> str:
@@ -64,22 +85,25 @@ def _kind(name: str) -> str:
 def efficiency_from(theta: np.ndarray, names: Sequence[str], start: Efficiency) -> Efficiency:
     """The Efficiency whose fitted fields are exp(θ) (unvalidated copy: cheap inside the fit loop)."""
     values = dict(zip(names, np.exp(theta), strict=True))
-    compute = dict(start.compute)
+    compute, backward = dict(start.compute), dict(start.backward_compute)
     for name in names:
         if "." in name:
-            cls = OpClass(name.split(".")[0])
-            compute[cls] = ComputeCurve.model_construct(peak_fraction=float(values[f"{cls.value}.peak_fraction"]),
-                                                        half_flops=float(values[f"{cls.value}.half_flops"]))
+            key = name.split(".")[0]
+            curve = ComputeCurve.model_construct(peak_fraction=float(values[f"{key}.peak_fraction"]),
+                                                 half_flops=float(values[f"{key}.half_flops"]),
+                                                 half_rows=float(values.get(f"{key}.half_rows", 0.0)),
+                                                 half_depth=float(values.get(f"{key}.half_depth", 0.0)))
+            (backward if key.endswith(_BW) else compute)[OpClass(key.removesuffix(_BW))] = curve
     update = {g: float(values[g]) for g in names if "." not in g}
-    return start.model_copy(update={"compute": compute, **update})
+    return start.model_copy(update={"compute": compute, "backward_compute": backward, **update})
 
 
 def _theta_of(eff: Efficiency, names: Sequence[str]) -> np.ndarray:
     vals = []
     for name in names:
         if "." in name:
-            cls, field = name.split(".")
-            vals.append(getattr(eff.curve(OpClass(cls)), field))
+            key, field = name.split(".")
+            vals.append(getattr(_curve_of(eff, key), field))
         else:
             vals.append(getattr(eff, name))
     return np.log([min(max(v, BOUNDS[_kind(n)][0]), BOUNDS[_kind(n)][1]) for v, n in zip(vals, names, strict=True)])
@@ -98,15 +122,23 @@ def _half_point(sizes: Sequence[float], rates: Sequence[float]) -> float:
 
 
 def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base: np.ndarray) -> np.ndarray:
-    """Best achieved fraction of peak per class; half sizes where the achieved rate is half the best;
-    the best streaming rate; half the fastest call as launch overhead."""
+    """Best achieved fraction of peak per class (backward curves: of its backward rows); half sizes
+    where the achieved rate is half the best; the best streaming rate; half the fastest call as launch
+    overhead; a strided-dX exponent of ½ (midway between a dedicated kernel and zero insertion)."""
     guess = dict(zip(names, np.exp(base), strict=True))
+    if _STRIDE in guess:
+        guess[_STRIDE] = 0.5
     for name in names:
         if name.endswith(".peak_fraction"):
-            cls = OpClass(name.split(".")[0])
-            mine = [r for r in rows if r.op_class == cls and r.flops > 0 and r.phase != "optim"]
+            key = name.split(".")[0]
+            cls, bw = OpClass(key.removesuffix(_BW)), key.endswith(_BW)
+            mine = [r for r in rows if r.op_class == cls and r.flops > 0 and r.phase != "optim"
+                    and (r.phase == "bw" or not bw)]
             guess[name] = max(r.flops_per_s / _reference_peak(r, device) for r in mine)
-            guess[f"{cls.value}.half_flops"] = _half_point([r.flops / r.calls for r in mine],
+            if f"{key}.half_rows" in guess:  # a size in the middle of the rows the grid spans
+                guess[f"{key}.half_rows"] = float(np.median([row_gemm(r)[1] for r in mine]))
+                guess[f"{key}.half_depth"] = float(np.median([row_gemm(r)[0].k for r in mine]))
+            guess[f"{key}.half_flops"] = _half_point([r.flops / r.calls for r in mine],
                                                            [r.flops_per_s for r in mine])
     streaming = [r for r in rows if r.op_class not in MATRIX_CLASSES and r.bytes_moved > 0]
     guess["memory_bandwidth_fraction"] = max(r.bytes_per_s for r in streaming) / device.memory_bandwidth_bytes_per_s
@@ -136,7 +168,10 @@ def fit_compute(rows: Sequence[Row], device: Device, start: Efficiency) -> Compu
     """Fit ``start``'s compute-side parameters to ``rows`` (compute rows: ``op_class`` not None)."""
     rows = [r for r in rows if r.op_class is not None]
     classes = sorted({r.op_class for r in rows if r.flops > 0 and r.phase != "optim"}, key=lambda c: c.value)
-    names = _names(classes, start.cache_bytes > 0)
+    bw_classes = sorted({r.op_class for r in rows if r.phase == "bw" and r.op_class in _BW_CLASSES and r.flops > 0},
+                        key=lambda c: c.value)
+    strided = any(r.bench == "conv2d" and r.phase == "bw" and int(r.params.get("stride", 1)) > 1 for r in rows)
+    names = _names(classes, start.cache_bytes > 0, bw_classes, strided)
     log_t = np.log([r.median_s for r in rows])
     prior = _theta_of(start, names)
     lo = np.log([BOUNDS[_kind(n)][0] for n in names])

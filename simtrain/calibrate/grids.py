@@ -4,6 +4,9 @@
 CPU cores), ``full`` for a calibration worth keeping (minutes). Shapes mix aligned (powers of two) and
 unaligned (odd, prime-ish) dims and span small ops, where launch overhead and under-filled cores
 dominate, to large ones near the ceiling, so both ends of each efficiency curve are constrained.
+Convolutions also span what real networks run besides large square layers: small feature maps
+(2×2, 4×4), stride-2 downsampling (3×3 and 1×1 projections, whose input gradient is a transposed
+conv), grouped and depthwise layers.
 """
 
 from __future__ import annotations
@@ -66,7 +69,8 @@ _QUICK = Grid(
     bmm=((32, 64, 64, 64), (16, 128, 128, 64), (8, 256, 256, 256)),
     conv=((8, 64, 28, 28, 64, 3, 3, 1, 1, 1), (8, 64, 28, 28, 256, 1, 1, 1, 0, 1),
           (8, 128, 28, 28, 128, 3, 3, 1, 1, 128), (8, 64, 28, 28, 64, 3, 3, 1, 1, 4),
-          (4, 3, 64, 64, 32, 7, 7, 2, 3, 1)),
+          (4, 3, 64, 64, 32, 7, 7, 2, 3, 1), (8, 64, 32, 32, 128, 3, 3, 2, 1, 1),
+          (8, 128, 16, 16, 256, 1, 1, 2, 0, 1), (8, 256, 4, 4, 256, 3, 3, 1, 1, 1)),
     attention=((2, 4, 128, 64), (1, 8, 512, 64), (4, 4, 256, 32)),
     elementwise_numel=(4096, 1 << 18, 1 << 22), elementwise_ops=_EW_OPS,
     rows_cols=((256, 768), (2048, 1024)), batchnorm=((8, 64, 28, 28),),
@@ -85,7 +89,10 @@ _FULL = replace(
     bmm=_QUICK.bmm + ((64, 32, 32, 32), (4, 512, 512, 128), (12, 128, 64, 128)),
     conv=_QUICK.conv + ((16, 128, 14, 14, 128, 3, 3, 1, 1, 1), (16, 256, 14, 14, 512, 1, 1, 2, 0, 1),
                         (16, 32, 56, 56, 32, 3, 3, 1, 1, 32), (2, 256, 7, 7, 256, 3, 3, 1, 1, 1),
-                        (16, 96, 28, 28, 96, 3, 3, 1, 1, 2)),
+                        (16, 96, 28, 28, 96, 3, 3, 1, 1, 2), (16, 512, 2, 2, 512, 3, 3, 1, 1, 1),
+                        (8, 32, 32, 32, 32, 3, 3, 2, 1, 32), (16, 64, 16, 16, 64, 1, 1, 1, 0, 1),
+                        (8, 16, 8, 8, 16, 3, 3, 1, 1, 1), (8, 128, 8, 8, 128, 3, 3, 1, 1, 32),
+                        (16, 64, 8, 8, 128, 3, 3, 2, 1, 1), (4, 384, 3, 3, 384, 3, 3, 1, 1, 1)),
     attention=_QUICK.attention + ((1, 8, 1024, 64), (8, 8, 64, 64), (1, 12, 256, 128)),
     elementwise_numel=(1024, 16384, 1 << 18, 1 << 20, 1 << 22, 1 << 24),
     rows_cols=((64, 256), (256, 768), (2048, 1024), (8192, 4096)),

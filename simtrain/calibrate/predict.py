@@ -7,7 +7,8 @@ against these predictions is a fit of the estimator itself (fit and estimate can
 * backward rows: the estimator costs backward as separate activation-gradient and weight-gradient ops
   (``simtrain.cost.op_cost.op_cost``), each with the op's own GEMM geometry and its own launch; a
   row's ``calls`` parts split its FLOPs and bytes evenly (exact for GEMMs: dA and dB both cost
-  2mnk FLOPs and mn + kn + mk elements);
+  2mnk FLOPs and mn + kn + mk elements); backward parts use the efficiency's backward curve, and a
+  strided conv's activation-gradient part executes ``strided_agrad_factor`` times its FLOPs;
 * optimizer rows: the memory leg on the step's traffic plus one launch per kernel
   (``simtrain.parallel.program._optimizer_seconds``: ``memory_seconds(passes × 4 B × params) +
   kernels × launch_overhead_s``; the row's bytes and calls come from ``simtrain.cost.optimizer``);
@@ -18,12 +19,12 @@ against these predictions is a fit of the estimator itself (fit and estimate can
 from __future__ import annotations
 
 from simtrain.calibrate.records import Row
-from simtrain.cost.compute import first_touch_seconds, memory_seconds, op_seconds
+from simtrain.cost.compute import first_touch_seconds, memory_seconds, op_seconds, strided_agrad_factor
 from simtrain.glossary import DTYPE_BYTES
 from simtrain.graph.op import Gemm
 from simtrain.specs.hardware import Device, Efficiency
 
-__all__ = ["row_gemm", "row_output_bytes", "predict_row", "predict_collective"]
+__all__ = ["row_gemm", "row_output_bytes", "predict_row", "row_agrad_factor", "predict_collective"]
 
 #: vector benches that allocate their output (bench_vector.py) → its element count from the row's params
 _OUTPUT_NUMEL = {"layernorm": ("rows", "cols"), "rmsnorm": ("rows", "cols"), "softmax": ("rows", "cols"),
@@ -65,8 +66,21 @@ def predict_row(row: Row, device: Device, eff: Efficiency) -> float:
         return memory_seconds(row.bytes_moved, device, eff) + row.calls * eff.launch_overhead_s
     gemm, m_rows = row_gemm(row)
     parts = row.calls
-    return parts * op_seconds(row.flops / parts, row.bytes_moved / parts, row.op_class, device, row.dtype,
-                              gemm=gemm, efficiency=eff, m_rows=m_rows) + first_touch_seconds(row_output_bytes(row), eff)
+    phases = ("fw",) * parts if row.phase == "fw" else ("agrad", "wgrad", "bw", "bw")[:parts]
+    total = first_touch_seconds(row_output_bytes(row), eff)
+    for phase in phases:
+        work = row_agrad_factor(row, eff) if phase == "agrad" else 1.0
+        total += op_seconds(work * row.flops / parts, row.bytes_moved / parts, row.op_class, device, row.dtype,
+                            gemm=gemm, efficiency=eff, m_rows=m_rows, phase=phase)
+    return total
+
+
+def row_agrad_factor(row: Row, eff: Efficiency) -> float:
+    """Executed-work multiplier of a conv row's activation-gradient part (op_cost does the same for a
+    graph's conv ops: ``strided_agrad_factor``)."""
+    if row.bench != "conv2d":
+        return 1.0
+    return strided_agrad_factor(int(row.params["stride"]) ** 2, eff)
 
 
 def predict_collective(row: Row, bandwidth_bytes_per_s: float, latency_s: float, eff: Efficiency) -> float:

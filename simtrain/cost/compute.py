@@ -4,9 +4,14 @@
 
 * ``peak(dtype)``: the dense datasheet peak of the dtype the op runs in (matrix classes), or the
   device's vector rate (elementwise / norm / reduction / embedding / memory classes);
-* ``e_c(f) = peak_fraction · f / (f + half_flops)``: large ops approach the class ceiling (for
-  matmuls: max achievable matmul FLOP/s / peak, "MAMF", hardware.md §1c); small ops do not fill the
-  machine (the chapter's "batch 16 vs 32" effect);
+* ``e_c(f) = peak_fraction · f / (f + half_flops) · m / (m + half_rows) · k / (k + half_depth)``: large
+  ops approach the
+  class ceiling (for matmuls: max achievable matmul FLOP/s / peak, "MAMF", hardware.md §1c); small
+  ops do not fill the machine (the chapter's "batch 16 vs 32" effect); a GEMM with few rows m (a conv
+  on a small feature map: m = N·P·Q) under-fills it whatever its FLOPs (``half_rows``), and one with
+  a short reduction k spends its time loading and storing its output tile (``half_depth``; both 0 by
+  default: no effect); a weight gradient is the GEMM with m and n swapped and reduces over m;
+  backward phases use the efficiency's backward curve where it has one;
 * ``a(gemm)``: matrix-unit geometry. Each GEMM dim is padded up to the unit's tile (tensor-core tile
   / TPU MXU: the chapter's "32×32 alignment" effect) and the output tiles run in waves over
   ``parallel_tiles`` units (SMs); a partial last wave idles the rest ("wave quantization");
@@ -31,7 +36,7 @@ from simtrain.specs.hardware import Device, Efficiency
 
 __all__ = ["op_seconds", "attention_kernel_seconds", "matrix_peak_flops_per_s", "alignment_factor", "device_efficiency",
            "MATRIX_CLASSES", "compute_seconds", "memory_seconds", "dataflow_efficiency",
-           "streaming_bandwidth_bytes_per_s", "cache_miss_slowdown", "first_touch_seconds"]
+           "streaming_bandwidth_bytes_per_s", "cache_miss_slowdown", "first_touch_seconds", "strided_agrad_factor"]
 
 MATRIX_CLASSES = frozenset({OpClass.MATMUL, OpClass.CONV, OpClass.ATTENTION})
 
@@ -123,17 +128,41 @@ def _tile_efficiency(m: int, n: int, k: int, batch: int, tm: int, tn: int, tk: i
     return pad * tiles / (waves * slots)
 
 
+def _conv_lanes(gemm: Gemm | None, op_class: OpClass) -> Gemm | None:
+    """A grouped conv's GEMM as its kernel tiles it: grouped and depthwise kernels (oneDNN's
+    ``jit_uni_dw_conv``, cuDNN's grouped convs) put the output channels of all groups side by side in
+    the vector / tile n dim instead of running G GEMMs of n = K/G (a depthwise n of 1 would pad 1 to
+    the tile width): n·G columns, one batch."""
+    if gemm is None or op_class is not OpClass.CONV or gemm.batch <= 1:
+        return gemm
+    return Gemm(gemm.m, gemm.n * gemm.batch, gemm.k, 1)
+
+
+def _rows_and_depth(gemm: Gemm, m_rows: int, phase: str) -> tuple[float, float]:
+    """(rows, reduction length) of the GEMM a phase runs. Forward Y = X·W: m_rows rows, reduction k.
+    Weight gradient dW = Xᵀ·dY: the forward's n columns become its rows and it reduces over the
+    forward's m_rows (a conv on a 2×2 map reduces dW over N·4 positions only). Activation gradient
+    dX = dY·Wᵀ: m_rows rows, reduction n (a conv's dX is the transposed conv, reducing over K/G·R·S;
+    taken as k, equal when C = K, since the GEMM record does not split k into channels and taps)."""
+    if phase == "wgrad":
+        return float(gemm.n), float(m_rows)
+    return float(m_rows), float(gemm.k)
+
+
 def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DType, eff: Efficiency,
-                    gemm: Gemm | None = None, m_rows: int = 1) -> float:
-    """The compute leg of the roofline."""
+                    gemm: Gemm | None = None, m_rows: int = 1, phase: str = "fw") -> float:
+    """The compute leg of the roofline; ``phase`` picks the backward curve where the efficiency has one."""
     if flops <= 0:
         return 0.0
-    curve = eff.curve(op_class)
+    curve = eff.phase_curve(op_class, phase)
     if op_class in MATRIX_CLASSES:
-        peak = matrix_peak_flops_per_s(device, dtype) * alignment_factor(gemm, m_rows, device)
+        peak = matrix_peak_flops_per_s(device, dtype) * alignment_factor(_conv_lanes(gemm, op_class), m_rows, device)
     else:
         peak = device.vector_peak_flops_per_s
     achieved = peak * eff.sustained_clock_fraction * curve.peak_fraction * flops / (flops + curve.half_flops)
+    if gemm is not None:
+        rows, depth = _rows_and_depth(_conv_lanes(gemm, op_class), m_rows, phase)
+        achieved *= rows / (rows + curve.half_rows) * depth / (depth + curve.half_depth)
     return flops / achieved
 
 
@@ -168,6 +197,17 @@ def cache_miss_slowdown(bytes_moved: float, eff: Efficiency) -> float:
     return hit + (1.0 - hit) / eff.cache_miss_bandwidth_fraction
 
 
+def strided_agrad_factor(stride: tuple[int, ...] | int | None, eff: Efficiency) -> float:
+    """Executed-work multiplier (∏ stride)^γ of a convolution's activation gradient, γ =
+    ``eff.strided_agrad_exponent`` (see its docstring): 1.0 for stride 1 or γ = 0."""
+    if stride is None or eff.strided_agrad_exponent <= 0:
+        return 1.0
+    prod = 1
+    for s in (stride,) if isinstance(stride, int) else stride:
+        prod *= max(int(s), 1)
+    return float(prod) ** eff.strided_agrad_exponent
+
+
 def first_touch_seconds(tensor_bytes: float, eff: Efficiency) -> float:
     """Seconds to fault in and zero the fresh pages of one newly allocated tensor of ``tensor_bytes``:
     ``tensor_bytes / first_touch_bytes_per_s`` when the tensor is at least ``first_touch_min_bytes``
@@ -179,15 +219,16 @@ def first_touch_seconds(tensor_bytes: float, eff: Efficiency) -> float:
 
 def op_seconds(flops: float, bytes_moved: float, op_class: OpClass | str, device: Device,
                dtype: DType | str = DType.FP32, gemm: Gemm | None = None,
-               efficiency: Efficiency | None = None, m_rows: int = 1) -> float:
+               efficiency: Efficiency | None = None, m_rows: int = 1, phase: str = "fw") -> float:
     """Seconds of one op execution: roofline max of the compute and memory legs, plus launch overhead.
 
-    ``m_rows`` is the GEMM's actual row count (per-sample ``gemm.m`` × micro-batch) for alignment.
+    ``m_rows`` is the GEMM's actual row count (per-sample ``gemm.m`` × micro-batch) for alignment;
+    ``phase`` (fw, agrad, wgrad) selects the efficiency's backward curve for the backward phases.
     Zero-FLOP ops still pay for their bytes and their launch.
     """
     eff = efficiency or device_efficiency(device)
     op_class = OpClass(op_class)
     dtype = DType(dtype)
-    t_compute = compute_seconds(flops, op_class, device, dtype, eff, gemm, m_rows)
+    t_compute = compute_seconds(flops, op_class, device, dtype, eff, gemm, m_rows, phase)
     t_memory = memory_seconds(bytes_moved, device, eff)
     return max(t_compute, t_memory) + eff.launch_overhead_s

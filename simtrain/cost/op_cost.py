@@ -29,13 +29,14 @@ from simtrain.cost.compute import (
     compute_seconds,
     first_touch_seconds,
     memory_seconds,
+    strided_agrad_factor,
 )
 from simtrain.cost.precision import Regime
 from simtrain.glossary import DType, OpClass
 from simtrain.graph.op import Gemm, Op
 from simtrain.specs.hardware import Device, Efficiency
 
-__all__ = ["OpCost", "ShardFactors", "shard_factors", "op_cost", "saved_bytes", "executed_flops_fraction",
+__all__ = ["OpCost", "ShardFactors", "shard_factors", "op_cost", "conv_stride", "saved_bytes", "executed_flops_fraction",
            "runs_in_fp8", "FP8_CAST_PASSES"]
 
 
@@ -199,6 +200,20 @@ def _fresh_tensor_s(op: Op, phase: str, f: ShardFactors, micro_batch: float, ab:
     return first_touch_seconds(act, eff) + first_touch_seconds(getattr(op.weight_write, phase) * f.weights * wb, eff)
 
 
+def conv_stride(op: Op) -> tuple[int, ...] | None:
+    """A convolution's stride: the rule's ``stride`` attribute, else (captured graphs) the input over
+    the output spatial size per dim, rounded (exact for padded convs; a small unpadded conv, 4 → 2
+    with a 3-wide kernel, reads as stride 2). None for other ops."""
+    if op.op_class is not OpClass.CONV or op.attention is not None:
+        return None
+    stride = op.attr("stride")
+    if stride is not None:
+        return (stride,) if isinstance(stride, int) else tuple(stride)
+    if not op.shapes or len(op.shapes[0]) != len(op.out_shape) or len(op.out_shape) < 2:
+        return None
+    return tuple(max(round(i / o), 1) for i, o in zip(op.shapes[0][1:], op.out_shape[1:], strict=True) if o > 0)
+
+
 def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficiency,
             tp: int = 1, sp: bool = False, ep: int = 1, moe_imbalance: float = 1.0, stack=None) -> OpCost:
     """Roofline seconds of ``op`` for one micro-batch of ``micro_batch`` samples on one rank.
@@ -238,7 +253,8 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         if kernel is not None:
             t_c = _attention_kernel_s(op, phase, micro_batch, f, kernel, device, dtype, eff)
         else:
-            t_c = compute_seconds(flops * run, op.op_class, device, dtype, eff, gemm, m_rows)
+            work = strided_agrad_factor(conv_stride(op), eff) if phase == "agrad" else 1.0
+            t_c = compute_seconds(flops * run * work, op.op_class, device, dtype, eff, gemm, m_rows, phase)
         t_m = memory_seconds(bytes_moved, device, eff)
         kernels = _MATERIALISED_KERNELS if sequential else launches
         if sequential:

@@ -25,6 +25,16 @@ class ComputeCurve(Spec):
 
     peak_fraction: Fraction
     half_flops: Annotated[float, Field(ge=0)] = 0.0
+    half_rows: Annotated[float, Field(ge=0, le=1e9)] = 0.0
+    """Rows of the (implicit) GEMM at which a matrix op reaches half its rate, whatever its FLOPs: the
+    rate is further scaled by ``m / (m + half_rows)``, m the GEMM's rows (a conv's N·P·Q output
+    positions: what a CPU conv kernel blocks over and its dW reduces over, so a conv on a 2×2 feature
+    map runs slowly however many channels it has). 0: no such term."""
+    half_depth: Annotated[float, Field(ge=0, le=1e9)] = 0.0
+    """Reduction length k of the (implicit) GEMM at which a matrix op reaches half its rate: the rate
+    is further scaled by ``k / (k + half_depth)`` (each output tile is loaded and stored once per k
+    FMAs, so a short reduction (a 1×1 conv over few channels; depthwise, k = 9) spends its time on
+    loads and stores; the roofline of the register tile, Williams et al. CACM 2009). 0: no such term."""
 
 
 class AttentionKernel(Spec):
@@ -89,6 +99,15 @@ class Efficiency(Spec):
     """Rate at which fresh pages are faulted in and zeroed on first write; 0: not costed. Applies to
     each tensor an op writes of at least ``first_touch_min_bytes`` (calibrate/bench_memory.py)."""
     first_touch_min_bytes: Annotated[float, Field(ge=0, le=1e15)] = 0.0
+    backward_compute: dict[OpClass, ComputeCurve] = Field(default_factory=dict)
+    """Curves for the backward phases (activation- and weight-gradient) of classes whose backward
+    kernels run at a different rate from their forward (a CPU's oneDNN convolution backward: other
+    loop orders, reductions over the batch for dW); classes not named use ``compute``."""
+    strided_agrad_exponent: Annotated[float, Field(ge=0, le=2)] = 0.0
+    """γ in the work multiplier (s_h·s_w)^γ of a stride-s convolution's activation gradient. dX of a
+    strided conv is a transposed conv; run as a direct conv over the zero-inserted gradient it executes
+    s_h·s_w times the useful MACs (γ = 1; Dumoulin & Visin 2016, "A guide to convolution arithmetic",
+    §4.5), a dedicated strided-dgrad kernel skips the zeros (γ = 0, the default)."""
     source: str = "default"
     extra: dict[str, float] = Field(default_factory=dict)
 
@@ -98,5 +117,11 @@ class Efficiency(Spec):
         except KeyError:
             from simtrain.errors import MissingRuleError
             raise MissingRuleError(f"efficiency has no curve for op class {op_class!s}") from None
+
+    def phase_curve(self, op_class: OpClass, phase: str) -> ComputeCurve:
+        """The curve of ``op_class`` in ``phase`` (fw, agrad, wgrad, bw): the backward one when given."""
+        if phase != "fw" and op_class in self.backward_compute:
+            return self.backward_compute[op_class]
+        return self.curve(op_class)
 
 

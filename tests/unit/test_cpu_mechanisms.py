@@ -105,3 +105,101 @@ def test_unseen_set_is_apart_from_the_zoo():
     ws = unseen_workloads("small")
     assert [w.name for w in ws] == list(UNSEEN) and all(w.unseen for w in ws)
     assert not any(w.unseen for w in workloads("small"))
+
+
+# --- convolution shape, backward and stride mechanisms (issue 12) ----------------------------------
+def _conv_eff(**curve) -> Efficiency:
+    from simtrain.specs.efficiency import ComputeCurve
+    return _eff(compute={OpClass.CONV: ComputeCurve(peak_fraction=0.5, **curve)})
+
+
+def test_rows_and_depth_ramps_by_hand():
+    import simtrain as st
+    from simtrain.cost.compute import alignment_factor, compute_seconds, matrix_peak_flops_per_s
+    from simtrain.graph.op import Gemm
+    dev = st.load_device("host-cpu")
+    gemm = Gemm(m=12, n=64, k=48)
+    rows = 96  # 12 positions × micro-batch 8
+    peak = matrix_peak_flops_per_s(dev, DType.FP32) * alignment_factor(gemm, rows, dev)
+    flat = compute_seconds(1e9, OpClass.CONV, dev, DType.FP32, _conv_eff(), gemm, rows)
+    assert flat == pytest.approx(1e9 / (peak * 0.5))
+    # rate × 96 / (96 + 96) × 48 / (48 + 16) = × 0.5 × 0.75 → time ÷ 0.375
+    ramped = compute_seconds(1e9, OpClass.CONV, dev, DType.FP32, _conv_eff(half_rows=96, half_depth=16), gemm, rows)
+    assert ramped == pytest.approx(flat / 0.375)
+    # no GEMM geometry (a vector op): the ramps do not apply
+    assert compute_seconds(1e9, OpClass.CONV, dev, DType.FP32, _conv_eff(half_rows=96)) == pytest.approx(
+        compute_seconds(1e9, OpClass.CONV, dev, DType.FP32, _conv_eff()))
+
+
+def test_backward_curve_only_in_backward_phases():
+    import simtrain as st
+    from simtrain.cost.compute import compute_seconds
+    from simtrain.specs.efficiency import ComputeCurve
+    dev = st.load_device("host-cpu")
+    eff = _conv_eff().model_copy(update={"backward_compute": {OpClass.CONV: ComputeCurve(peak_fraction=0.25)}})
+    fw = compute_seconds(1e9, OpClass.CONV, dev, DType.FP32, eff, phase="fw")
+    assert compute_seconds(1e9, OpClass.CONV, dev, DType.FP32, eff, phase="agrad") == pytest.approx(2 * fw)
+    assert compute_seconds(1e9, OpClass.CONV, dev, DType.FP32, eff, phase="wgrad") == pytest.approx(2 * fw)
+    # no backward curve: every phase uses the forward one (GPU profiles unchanged)
+    assert compute_seconds(1e9, OpClass.CONV, dev, DType.FP32, _conv_eff(), phase="agrad") == pytest.approx(fw)
+
+
+def test_strided_agrad_factor_by_hand():
+    from simtrain.cost.compute import strided_agrad_factor
+    assert strided_agrad_factor((2, 2), _eff(strided_agrad_exponent=1.0)) == pytest.approx(4.0)  # zero insertion
+    assert strided_agrad_factor((2, 2), _eff(strided_agrad_exponent=0.5)) == pytest.approx(2.0)
+    assert strided_agrad_factor((1, 1), _eff(strided_agrad_exponent=1.0)) == 1.0
+    assert strided_agrad_factor((2, 2), _EFF) == 1.0  # default: a dedicated strided-dgrad kernel
+    assert strided_agrad_factor(None, _eff(strided_agrad_exponent=1.0)) == 1.0
+
+
+def test_strided_conv_agrad_in_op_cost():
+    import simtrain as st
+    from simtrain.cost.op_cost import conv_stride, op_cost
+    from simtrain.cost.precision import regime
+    from simtrain.graph.rules.registry import make_op
+    dev = st.load_device("host-cpu")
+    op = make_op("conv2d", "c", "b", in_channels=64, out_channels=64, kernel_size=3, input_size=(32, 32),
+                 stride=2, padding=1)
+    assert conv_stride(op) == (2, 2)
+    eff = _conv_eff().model_copy(update={"memory_bandwidth_fraction": 1.0})
+    plain = op_cost(op, 8, regime("fp32"), dev, eff)
+    strided = op_cost(op, 8, regime("fp32"), dev, eff.model_copy(update={"strided_agrad_exponent": 1.0}))
+    assert strided.fw_s == pytest.approx(plain.fw_s) and strided.wgrad_s == pytest.approx(plain.wgrad_s)
+    assert strided.agrad_s == pytest.approx(4 * plain.agrad_s)  # compute-bound: 4× the executed MACs
+
+
+def test_conv_stride_from_captured_shapes():
+    from simtrain.cost.op_cost import conv_stride
+    from simtrain.graph.op import Op, PhaseCounts
+    op = Op(name="c", kind="conv2d", op_class=OpClass.CONV, block="b", flops=PhaseCounts(1, 1, 1),
+            act_read=PhaseCounts(1, 1, 1), act_write=PhaseCounts(1, 1, 1), shapes=((3, 64, 64), (32, 3, 7, 7)),
+            out_shape=(32, 32, 32))
+    assert conv_stride(op) == (2, 2)  # 64 / 32 per dim
+    import dataclasses
+    assert conv_stride(dataclasses.replace(op, op_class=OpClass.MATMUL)) is None
+
+
+def test_grouped_conv_tiles_channels_of_all_groups():
+    import simtrain as st
+    from simtrain.cost.compute import _conv_lanes, alignment_factor
+    from simtrain.graph.op import Gemm
+    dev = st.load_device("host-cpu")
+    dw = Gemm(m=784, n=1, k=9, batch=128)  # depthwise 128 channels, 3×3, 28×28
+    assert _conv_lanes(dw, OpClass.CONV) == Gemm(m=784, n=128, k=9, batch=1)
+    assert _conv_lanes(dw, OpClass.MATMUL) is dw  # a batched matmul keeps its batch
+    assert alignment_factor(_conv_lanes(dw, OpClass.CONV), 784 * 8, dev) >= alignment_factor(dw, 784 * 8, dev)
+
+
+def test_weight_gradient_swaps_rows_and_reduction():
+    import simtrain as st
+    from simtrain.cost.compute import compute_seconds
+    from simtrain.graph.op import Gemm
+    dev = st.load_device("host-cpu")
+    gemm = Gemm(m=4, n=64, k=576)  # a conv on a 2×2 map: 4 positions, 64 filters, 64 channels × 3×3
+    rows = 32  # × micro-batch 8
+    eff = _conv_eff(half_depth=32)
+    fw = compute_seconds(1e9, OpClass.CONV, dev, DType.FP32, eff, gemm, rows, phase="fw")
+    wg = compute_seconds(1e9, OpClass.CONV, dev, DType.FP32, eff, gemm, rows, phase="wgrad")
+    # forward reduces over k = 576: × 576/608; dW reduces over the 32 rows: × 32/64
+    assert wg / fw == pytest.approx((576 / 608) / (32 / 64))

@@ -252,3 +252,31 @@ def test_profile_carries_the_fitted_gloo_link(tmp_path):
     assert link == cal.links["gloo"]
     assert cal.device.efficiency.link_bandwidth_fraction == 1.0  # the link is already effective
     assert {"collective:gloo:all_reduce", "collective:gloo:broadcast"} <= set(cal.mape_by_group())
+
+
+def test_fit_recovers_conv_backward_curve_and_strided_dx_exponent():
+    from simtrain.specs.efficiency import ComputeCurve
+    dev = invented_device()
+    truth = _truth_eff().model_copy(update={"backward_compute": {OpClass.CONV: ComputeCurve(peak_fraction=0.25,
+                                                                                            half_flops=1e8)},
+                                            "strided_agrad_exponent": 1.0})
+    rows = [r for r in _shapes() if r.op_class is not OpClass.CONV]
+    for n, c, hw, stride in ((8, 64, 28, 1), (32, 128, 14, 1), (64, 256, 14, 1), (16, 64, 28, 2),
+                             (32, 128, 28, 2), (64, 256, 14, 2), (4, 512, 8, 1), (4, 512, 8, 2)):
+        p = counts.conv2d_out_hw(hw, hw, 3, 3, stride, 1)[0]
+        geom = dict(n=n, c=c, h=hw, w=hw, k=c, r=3, s=3, stride=stride, pad=1, groups=1, p=p, q=p)
+        args = (n, c, hw, hw, c, 3, 3, stride, 1, 1, 4)
+        rows.append(_row("conv2d", OpClass.CONV, counts.conv2d_counts(*args), **geom))
+        rows.append(_row("conv2d", OpClass.CONV, counts.conv2d_counts(*args, backward=True), "bw", 2, **geom))
+    rng = np.random.default_rng(1)
+    timed = []
+    for r in rows:
+        t = predict_row(r, dev, truth) * math.exp(0.02 * rng.standard_normal())
+        timed.append(Row(r.bench, r.op_class, r.dtype, r.params, r.flops, r.bytes_moved, t, t, t, 5, r.phase, r.calls))
+    got = fit_compute(timed, dev, _start_eff()).efficiency
+    assert got.curve(OpClass.CONV).peak_fraction == pytest.approx(0.5, rel=0.1)
+    assert got.phase_curve(OpClass.CONV, "wgrad").peak_fraction == pytest.approx(0.25, rel=0.1)
+    assert got.strided_agrad_exponent == pytest.approx(1.0, abs=0.1)
+    # 3×3 stride 2: dX executes 4× its FLOPs → the backward row costs (4 + 1) / 2 = 2.5× a stride-1 one
+    # of equal FLOPs (compute-bound, large: half_flops negligible)
+    assert got.curve(OpClass.MATMUL).peak_fraction == pytest.approx(0.7, rel=0.05)  # matmul untouched
