@@ -80,14 +80,20 @@ class Row:
     measured: Measured
     sim_stall_s: float
     closed_stall_s: float
+    sim_handoff_stall_s: float | None = None
+    """The simulator's stall with the hand-off measured apart (validation/pipeline.py handoff_s)."""
+    closed_handoff_stall_s: float | None = None
 
     def error(self, which: str) -> float:
         """Relative error of the predicted step time (compute + stall): predicted / measured − 1."""
-        stall = self.sim_stall_s if which == "sim" else self.closed_stall_s
-        return (self.measured.compute_s + stall) / self.measured.step_s - 1.0
+        return (self.measured.compute_s + self._stall(which)) / self.measured.step_s - 1.0
+
+    def _stall(self, which: str) -> float:
+        return {"sim": self.sim_stall_s, "closed": self.closed_stall_s, "sim+measured": self.sim_handoff_stall_s,
+                "closed+measured": self.closed_handoff_stall_s}[which]
 
     def stall_error_s(self, which: str) -> float:
-        return (self.sim_stall_s if which == "sim" else self.closed_stall_s) - self.measured.stall_s
+        return self._stall(which) - self.measured.stall_s
 
 
 def grid(compute_s: float = 0.02, batch: int = 4) -> list[Case]:
@@ -140,13 +146,14 @@ def measure_case(case: Case, steps: int) -> Measured:
 
 # --- prediction --------------------------------------------------------------------------------
 
-def predict(case: Case, m: Measured) -> tuple[float, float]:
-    """(simulated stall, closed-form stall) per step with the measured stage times."""
+def predict(case: Case, m: Measured, handoff_s_per_batch: float = 0.0) -> tuple[float, float]:
+    """(simulated stall, closed-form stall) per step with the measured stage times and, when given,
+    the loop's per-batch hand-off measured apart (a component measurement, not fitted on these cases)."""
     from simtrain.cost.data_pipeline import pipeline_times
     from simtrain.sim.dataloader import simulate_data_loader
     from simtrain.specs.train import DataPipeline
     data = DataPipeline(transform_s_per_sample=m.transform_per_sample_s, num_workers=case.workers,
-                        prefetch_factor=case.prefetch_factor or 2)
+                        prefetch_factor=case.prefetch_factor or 2, handoff_s_per_batch=handoff_s_per_batch)
     closed = pipeline_times(data, case.batch, m.compute_s).stall_s
     run = simulate_data_loader(data, case.batch, m.compute_s, steps=case.warmup + m.steps + 1)
     starts = run.starts_s
@@ -180,8 +187,12 @@ def _errors(rows: list[Row], which: str, extra: dict[bool, float] | None = None)
 def summarise(rows: list[Row]) -> dict[str, dict[str, float]]:
     """Per engine: step-time MAPE and max |error| (%), mean and max |stall error| (ms); and the
     closed form plus the measured per-batch hand-off (in-sample: how much of the error it is)."""
-    return {"sim": _errors(rows, "sim"), "closed": _errors(rows, "closed"),
-            "closed+handoff": _errors(rows, "closed", handoff_s(rows))}
+    out = {"sim": _errors(rows, "sim"), "closed": _errors(rows, "closed"),
+           "closed+handoff": _errors(rows, "closed", handoff_s(rows))}
+    if all(r.sim_handoff_stall_s is not None for r in rows):
+        out["sim+measured"] = _errors(rows, "sim+measured")
+        out["closed+measured"] = _errors(rows, "closed+measured")
+    return out
 
 
 def markdown(rows: list[Row], load: tuple[float, float], note: str = "") -> str:
@@ -205,9 +216,13 @@ def markdown(rows: list[Row], load: tuple[float, float], note: str = "") -> str:
     lines += ["", "| engine | step-time MAPE | max abs step error | mean abs stall error | max abs stall error |",
               "|---|---:|---:|---:|---:|"]
     h = handoff_s(rows)
-    for which, name in (("sim", "simulator (simulate_data_loader)"), ("closed", "closed form (pipeline_times)"),
-                        ("closed+handoff", f"closed form + hand-off {1e3 * h[True]:.2f} / {1e3 * h[False]:.2f} ms "
-                                           "(with / without workers; fitted here, in-sample)")):
+    engines = [("sim", "simulator (simulate_data_loader)"), ("closed", "closed form (pipeline_times)")]
+    if "sim+measured" in s:
+        engines += [("sim+measured", "simulator + hand-off measured apart (`handoff_s_per_batch`)"),
+                    ("closed+measured", "closed form + hand-off measured apart (`handoff_s_per_batch`)")]
+    engines.append(("closed+handoff", f"closed form + hand-off {1e3 * h[True]:.2f} / {1e3 * h[False]:.2f} ms "
+                                      "(with / without workers; fitted here, in-sample: for comparison)"))
+    for which, name in engines:
         v = s[which]
         lines.append(f"| {name} | {v['mape_pct']:.1f} % | {v['max_pct']:.1f} % | {v['stall_mae_ms']:.2f} ms | "
                      f"{v['stall_max_ms']:.2f} ms |")
@@ -221,17 +236,17 @@ _READING = [
     "transform, copy, compute) with workers, the plain sum without. Both get which regime a case is in "
     "right — hidden (W workers keep up), worker-bound (stall = transform/W − compute) or serial (stall = "
     "transform) — and the stall's size within a few ms.",
-    "- The error both share is a per-batch hand-off neither models: with workers the batch's trip "
+    "- The error both share without it is the per-batch hand-off: with workers the batch's trip "
     "through the worker result queue (pickling into shared memory, waking the loop), without workers "
     "the collation and Python around each `__getitem__`. On this busy 2-core machine it is ~1–2 ms per "
     "batch; it makes every 'no stall' prediction short by that much and dominates the step-time error "
     "at this 20 ms step (it would be negligible at a 200 ms GPU step). The last row shows what adding "
-    "it does (fitted on these same cases, so in-sample). The suggested fix (not made here: it needs a "
-    "DataPipeline field) is a `handoff_s_per_batch` term on the loop's critical path in both engines, "
-    "measured by validation/pipeline.py's zero-transform loader run.",
-    "- DDP overlap is not in this report: validation/ddp.py measures it (gloo, 2 ranks, bucketed "
-    "all-reduce during backward) against st.estimate; predicting the same runs with st.simulate was "
-    "not done in this pass.",
+    "it does (fitted on these same cases, so in-sample). Both engines now take it as an input, "
+    "`DataPipeline.handoff_s_per_batch`, on the loop's critical path; the rows 'hand-off measured apart' "
+    "use the per-batch time of a loader whose transform and compute cost nothing "
+    "(validation/pipeline.py `handoff_s`), measured before the grid: out of sample.",
+    "- DDP overlap is in the suite's report (validation/results/amd-epyc-2c.md, 'DDP step'): both "
+    "engines' predictions beside the measured steps.",
 ]
 
 
@@ -245,10 +260,15 @@ def main(argv=None) -> int:
     import warnings
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")  # 4 workers on 2 cores: intended
     load0, start, rows = os.getloadavg()[0], time.perf_counter(), []
-    for case in grid(args.compute_ms / 1e3, args.batch):
+    from validation.pipeline import handoff_s as measure_handoff
+    cases = grid(args.compute_ms / 1e3, args.batch)
+    handoff = {w: measure_handoff(w, batches=40, batch=args.batch) for w in sorted({c.workers for c in cases})}
+    print("hand-off per batch, measured apart: " + ", ".join(f"{w} workers {1e3 * t:.2f} ms" for w, t in handoff.items()))
+    for case in cases:
         m = measure_case(case, args.steps)
         sim, closed = predict(case, m)
-        rows.append(Row(case, m, sim, closed))
+        sim_h, closed_h = predict(case, m, handoff[case.workers])
+        rows.append(Row(case, m, sim, closed, sim_h, closed_h))
         print(f"{case.label:<14} measured {1e3 * m.stall_s:7.2f} ms  sim {1e3 * sim:7.2f}  closed {1e3 * closed:7.2f}",
               flush=True)
     text = markdown(rows, (load0, os.getloadavg()[0]), f"Run took {time.perf_counter() - start:.0f} s.")

@@ -8,7 +8,8 @@ Per device and per step (``samples`` samples):
 * with prefetching (num_workers > 0 and prefetch_factor > 0) the stages overlap each other and the
   compute, except that a worker reads its batch and then transforms it, and the storage serves one
   read at a time: iteration = max(fetch, fetch / num_workers + process, transfer, compute) (the
-  simulator, sim/dataloader.py, runs these semantics event by event and agrees); without it they add up:
+  simulator, sim/dataloader.py, runs these semantics event by event and agrees); the loop's own
+  per-batch hand-off (``handoff_s_per_batch``) sits beside the compute on that path; without it they add up:
   iteration = fetch + process + transfer + compute.
 * stall = iteration − compute; utilization = compute / iteration = pipeline rate / device rate.
 
@@ -94,7 +95,7 @@ def pipeline_times(data: DataPipeline, samples: float, compute_s: float, node: N
         # W workers deliver W batches per (own read + transform) at best, and the storage serves one
         # read at a time, so the loader gives a batch every max(fetch, fetch / W + process).
         workers = max(data.num_workers, 1)
-        iteration = max(fetch, fetch / workers + process, transfer, compute_s)
+        iteration = max(fetch, fetch / workers + process, transfer, compute_s + data.handoff_s_per_batch)
     else:
-        iteration = fetch + process + transfer + compute_s
+        iteration = fetch + process + transfer + compute_s + data.handoff_s_per_batch
     return PipelineTimes(fetch, process, transfer, compute_s, iteration, data.prefetch)

@@ -58,6 +58,7 @@ class _Loader:
         self.host, self.batch_bytes, self.host_peak = simpy.Container(self.env, capacity=float("inf")), batch_bytes, 0.0
         self.workers = max(1, data.num_workers)
         self.prefetch = data.prefetch
+        self.handoff_s = data.handoff_s_per_batch
         self.storage = simpy.Resource(self.env, capacity=1)  # serves one read at a time, in request order
         self.h2d = SharedLink(self.env, "h2d")
         self.ahead = simpy.Container(self.env, init=data.num_workers * max(1, data.prefetch_factor))
@@ -106,6 +107,10 @@ class _Loader:
         for _ in range(self.steps):
             i = yield self.on_device.get()
             self.ahead.put(1)
+            if self.handoff_s:  # the loop takes the batch (result queue, unpickling) before it computes
+                start = self.env.now
+                yield self.env.timeout(self.handoff_s)
+                self._note(f"handoff b{i}", start)
             self.starts.append(self.env.now)
             yield self.env.timeout(self.t.compute_s)
             self._note(f"compute b{i}", self.starts[-1])
@@ -115,7 +120,7 @@ class _Loader:
         for i in range(self.steps):
             self._hold()
             for name, seconds in (("read", self.t.fetch_s), ("transform", self.t.process_s),
-                                  ("copy", self.t.transfer_s)):
+                                  ("copy", self.t.transfer_s), ("handoff", self.handoff_s)):
                 start = self.env.now
                 yield self.env.timeout(seconds)
                 self._note(f"{name} b{i}", start)

@@ -40,6 +40,12 @@ class DataPipeline(Spec):
     """Pinned host buffers: full-rate async host→device copies; pageable copies run at half rate."""
     device_bytes_per_sample: Bytes | None = None
     """Bytes copied host→device per sample (defaults to sample_bytes)."""
+    handoff_s_per_batch: Seconds = 0.0
+    """Seconds the training loop itself spends taking each batch: with workers, the batch's trip through
+    the worker result queue (unpickling from shared memory, waking the loop); without, collation and
+    the Python around each ``__getitem__``. On the loop's critical path, so it adds to every step.
+    Measure it with a loader whose transform and compute cost nothing (validation/pipeline.py
+    ``handoff_s``); 0 leaves it out."""
 
     @model_validator(mode="after")
     def _check(self) -> DataPipeline:

@@ -190,3 +190,16 @@ def test_a_worker_reading_is_not_transforming():
     run = simulate_data_loader(data, samples=1, compute_s=0.5)
     assert run.closed_form.iteration_s == pytest.approx(2.0)
     assert run.times.iteration_s == pytest.approx(2.0) and run.times.stall_s == pytest.approx(1.5)
+
+
+def test_loop_handoff_sits_on_the_critical_path_in_both_engines():
+    """2 workers, 10 ms transform per batch, 20 ms compute, 1.5 ms hand-off: the workers keep up
+    (10 / 2 = 5 ms a batch), so a step is compute + hand-off = 21.5 ms in both; with no workers the
+    stages add: 10 + 1.5 + 20 = 31.5 ms."""
+    data = DataPipeline(num_workers=2, transform_s_per_sample=2.5e-3, handoff_s_per_batch=1.5e-3)
+    run = simulate_data_loader(data, samples=4, compute_s=0.02)
+    assert run.closed_form.iteration_s == pytest.approx(0.0215)
+    assert run.times.iteration_s == pytest.approx(0.0215)
+    serial = simulate_data_loader(data.model_copy(update={"num_workers": 0}), samples=4, compute_s=0.02)
+    assert serial.closed_form.iteration_s == pytest.approx(0.0315) == serial.times.iteration_s
+    assert any(name.startswith("handoff b") for name, _, _ in run.log)
