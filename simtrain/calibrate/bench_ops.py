@@ -25,7 +25,7 @@ from simtrain.calibrate.timing import TimingPlan, time_call
 from simtrain.glossary import DTYPE_BYTES, DType, OpClass
 
 __all__ = ["Bench", "bench_autograd_call", "torch_dtype", "matrix_dtypes", "vector_dtypes", "bench_gemm", "bench_bmm",
-           "bench_conv2d", "bench_attention", "MATRIX_BENCHES"]
+           "bench_conv2d", "bench_attention", "bench_maxpool", "MATRIX_BENCHES"]
 
 
 def torch_dtype(dtype: DType):
@@ -183,4 +183,24 @@ def bench_attention(b: Bench, grid: Grid) -> list[Row]:
     return rows
 
 
-MATRIX_BENCHES = {"gemm": bench_gemm, "bmm": bench_bmm, "conv2d": bench_conv2d, "sdpa": bench_attention}
+def bench_maxpool(b: Bench, grid: Grid) -> list[Row]:
+    """F.max_pool2d with indices (what training runs: ``max_pool2d_with_indices`` and its backward)
+    over ``grid.maxpool``; rows are reduction-class with bench name = the graph's op kind ``maxpool``,
+    so they calibrate that kind's own curve (``Efficiency.kind_compute``)."""
+    import torch.nn.functional as F
+    rows: list[Row] = []
+    for dtype in vector_dtypes(b.device)[:1]:
+        e = DTYPE_BYTES[dtype]
+        for n, c, h, w, k, stride, pad in grid.maxpool:
+            x = b.randn(n, c, h, w, dtype=dtype, grad=True)
+            geom = (n, c, h, w, k, stride, pad, e)
+            params = {"n": n, "c": c, "h": h, "w": w, "kernel": k, "stride": stride, "pad": pad}
+            bw = counts.maxpool2d_counts(*geom, backward=True) if grid.backward else None
+            fn = functools.partial(F.max_pool2d, x, k, stride, pad, return_indices=True)
+            rows += b.fw_bw("maxpool", OpClass.REDUCTION, dtype, params, counts.maxpool2d_counts(*geom), bw,
+                            lambda fn=fn: fn()[0], (x,), bw_calls=1)
+    return rows
+
+
+MATRIX_BENCHES = {"gemm": bench_gemm, "bmm": bench_bmm, "conv2d": bench_conv2d, "sdpa": bench_attention,
+                  "maxpool": bench_maxpool}

@@ -98,6 +98,19 @@ def softmax_counts(numel: int, e: int) -> Counts:
     return 5.0 * numel, float(2 * numel * e)
 
 
+def maxpool2d_counts(n: int, c: int, h: int, w: int, k: int, stride: int, pad: int, e: int,
+                     backward: bool = False, index_bytes: int = 8) -> Counts:
+    """ATen ``max_pool2d_with_indices``: one compare per window element (out·k² FLOPs, the rule in
+    graph/aten/memory.py); reads x, writes y and the int64 arg-max indices. Backward
+    (``…_backward``): zero-fills dX, reads dY and the indices, adds each dY into dX at its arg-max
+    (one FLOP per dY element)."""
+    p, q = conv2d_out_hw(h, w, k, k, stride, pad)
+    x, y = n * c * h * w, n * c * p * q
+    if backward:
+        return float(y), float(x * e + y * (e + index_bytes) + y * e)
+    return float(y * k * k), float(x * e + y * (e + index_bytes))
+
+
 def embedding_counts(tokens: int, dim: int, e: int, index_bytes: int = 8) -> Counts:
     """A gather: read the int64 indices, read one table row per token, write the output rows."""
     return 0.0, float(tokens * index_bytes + 2 * tokens * dim * e)

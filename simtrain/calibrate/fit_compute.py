@@ -50,6 +50,12 @@ _ROWS_CLASSES = frozenset({OpClass.CONV})
 grid spans 2×2 to 56×56 maps and reductions from 9 (depthwise) to 4608."""
 _STRIDE = "strided_agrad_exponent"
 """Fitted when there are backward rows of strided convs."""
+_KIND = "kind:"
+"""Prefix of an op kind's own curve (``Efficiency.kind_compute``), e.g. ``kind:maxpool@bw.half_flops``."""
+_KIND_CLASSES = {"maxpool": OpClass.REDUCTION}
+"""Benches named after an op kind whose rows fit that kind's own curve, with the class it falls back to."""
+_KIND_ALIASES = {"maxpool": ("maxpool2d",)}
+"""Other kind names of the same kernel: a built model's rule (graph/rules/conv.py ``maxpool2d``)."""
 
 
 @dataclass(frozen=True)
@@ -73,9 +79,17 @@ def _names(classes: Sequence[OpClass], cache: bool = False, bw_classes: Sequence
     return names + [_CACHE] * cache + [_STRIDE] * strided
 
 
+def _kind_names(rows: Sequence[Row]) -> list[str]:
+    """Curve parameters of each op kind with bench rows (forward; ``@bw`` when it has backward rows)."""
+    keys = sorted({r.bench + (_BW if r.phase == "bw" else "") for r in rows if r.bench in _KIND_CLASSES})
+    return [f"{_KIND}{k}.{p}" for k in keys for p in ("peak_fraction", "half_flops")]
+
 def _curve_of(eff: Efficiency, key: str) -> ComputeCurve:
-    cls = OpClass(key.removesuffix(_BW))
-    return eff.phase_curve(cls, "bw" if key.endswith(_BW) else "fw")
+    phase = "bw" if key.endswith(_BW) else "fw"
+    if key.startswith(_KIND):
+        kind = key.removeprefix(_KIND).removesuffix(_BW)
+        return eff.phase_curve(_KIND_CLASSES[kind], phase, kind)
+    return eff.phase_curve(OpClass(key.removesuffix(_BW)), phase)
 
 
 def _kind(name: str) -> str:
@@ -85,7 +99,7 @@ def _kind(name: str) -> str:
 def efficiency_from(theta: np.ndarray, names: Sequence[str], start: Efficiency) -> Efficiency:
     """The Efficiency whose fitted fields are exp(θ) (unvalidated copy: cheap inside the fit loop)."""
     values = dict(zip(names, np.exp(theta), strict=True))
-    compute, backward = dict(start.compute), dict(start.backward_compute)
+    compute, backward, kinds = dict(start.compute), dict(start.backward_compute), dict(start.kind_compute)
     for name in names:
         if "." in name:
             key = name.split(".")[0]
@@ -93,9 +107,14 @@ def efficiency_from(theta: np.ndarray, names: Sequence[str], start: Efficiency) 
                                                  half_flops=float(values[f"{key}.half_flops"]),
                                                  half_rows=float(values.get(f"{key}.half_rows", 0.0)),
                                                  half_depth=float(values.get(f"{key}.half_depth", 0.0)))
-            (backward if key.endswith(_BW) else compute)[OpClass(key.removesuffix(_BW))] = curve
+            if key.startswith(_KIND):
+                kind, bw = key.removeprefix(_KIND).removesuffix(_BW), _BW * key.endswith(_BW)
+                kinds.update({k + bw: curve for k in (kind, *_KIND_ALIASES.get(kind, ()))})
+            else:
+                (backward if key.endswith(_BW) else compute)[OpClass(key.removesuffix(_BW))] = curve
     update = {g: float(values[g]) for g in names if "." not in g}
-    return start.model_copy(update={"compute": compute, "backward_compute": backward, **update})
+    return start.model_copy(update={"compute": compute, "backward_compute": backward, "kind_compute": kinds,
+                                    **update})
 
 
 def _theta_of(eff: Efficiency, names: Sequence[str]) -> np.ndarray:
@@ -121,6 +140,17 @@ def _half_point(sizes: Sequence[float], rates: Sequence[float]) -> float:
     return min(zip(sizes, rates, strict=True), key=lambda sr: abs(math.log(max(sr[1], 1e-300) / (best / 2))))[0]
 
 
+def _rows_of(rows: Sequence[Row], key: str) -> list[Row]:
+    """The rows a curve key speaks for: a class's (its backward rows for ``@bw``), or a kind's bench."""
+    bw = key.endswith(_BW)
+    if key.startswith(_KIND):
+        kind = key.removeprefix(_KIND).removesuffix(_BW)
+        return [r for r in rows if r.bench == kind and (r.phase == "bw") == bw]
+    cls = OpClass(key.removesuffix(_BW))
+    return [r for r in rows if r.op_class == cls and r.flops > 0 and r.phase != "optim"
+            and (r.phase == "bw" or not bw)]
+
+
 def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base: np.ndarray) -> np.ndarray:
     """Best achieved fraction of peak per class (backward curves: of its backward rows); half sizes
     where the achieved rate is half the best; the best streaming rate; half the fastest call as launch
@@ -131,9 +161,7 @@ def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base:
     for name in names:
         if name.endswith(".peak_fraction"):
             key = name.split(".")[0]
-            cls, bw = OpClass(key.removesuffix(_BW)), key.endswith(_BW)
-            mine = [r for r in rows if r.op_class == cls and r.flops > 0 and r.phase != "optim"
-                    and (r.phase == "bw" or not bw)]
+            mine = _rows_of(rows, key)
             guess[name] = max(r.flops_per_s / _reference_peak(r, device) for r in mine)
             if f"{key}.half_rows" in guess:  # a size in the middle of the rows the grid spans
                 guess[f"{key}.half_rows"] = float(np.median([row_gemm(r)[1] for r in mine]))
@@ -171,7 +199,7 @@ def fit_compute(rows: Sequence[Row], device: Device, start: Efficiency) -> Compu
     bw_classes = sorted({r.op_class for r in rows if r.phase == "bw" and r.op_class in _BW_CLASSES and r.flops > 0},
                         key=lambda c: c.value)
     strided = any(r.bench == "conv2d" and r.phase == "bw" and int(r.params.get("stride", 1)) > 1 for r in rows)
-    names = _names(classes, start.cache_bytes > 0, bw_classes, strided)
+    names = _names(classes, start.cache_bytes > 0, bw_classes, strided) + _kind_names(rows)
     log_t = np.log([r.median_s for r in rows])
     prior = _theta_of(start, names)
     lo = np.log([BOUNDS[_kind(n)][0] for n in names])

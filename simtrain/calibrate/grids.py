@@ -44,7 +44,8 @@ class Grid:
     collective_ops: tuple[str, ...]
     backward: bool = True
     first_touch_numel: tuple[int, ...] = ()
-    """fp32 elements per fresh tensor in the first-touch bench (above glibc's 32 MiB mmap ceiling)."""
+    maxpool: tuple[tuple[int, ...], ...] = ()
+    """(N, C, H, W, kernel, stride, pad) of the max-pooling bench (forward and backward)."""
 
 
 _ALL_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
@@ -58,7 +59,7 @@ _TINY = Grid(
     rows_cols=((64, 256),), batchnorm=((4, 16, 16, 16),), embedding=((1000, 64, 256),),
     copy_numel=(1 << 12, 1 << 16, 1 << 20, 1 << 22), optimizer=((4, 1 << 14),), h2d_bytes=(1 << 20,),
     collective_bytes=(1 << 12, 1 << 20), collective_world_sizes=(2,), collective_ops=("all_reduce",),
-    first_touch_numel=(12 << 20,),
+    first_touch_numel=(12 << 20,), maxpool=((2, 16, 16, 16, 2, 2, 0),),
 )
 
 _QUICK = Grid(
@@ -79,6 +80,7 @@ _QUICK = Grid(
     h2d_bytes=(1 << 16, 1 << 20, 1 << 24, 1 << 27),
     collective_bytes=(1 << 10, 1 << 14, 1 << 18, 1 << 22), collective_world_sizes=(2,),
     collective_ops=_ALL_COLLECTIVES, first_touch_numel=(12 << 20, 24 << 20),
+    maxpool=((8, 64, 32, 32, 2, 2, 0), (8, 64, 56, 56, 3, 2, 1), (16, 128, 16, 16, 2, 2, 0), (8, 32, 8, 8, 2, 2, 0)),
 )
 
 _FULL = replace(

@@ -71,7 +71,7 @@ def predict_row(row: Row, device: Device, eff: Efficiency) -> float:
     for phase in phases:
         work = row_agrad_factor(row, eff) if phase == "agrad" else 1.0
         total += op_seconds(work * row.flops / parts, row.bytes_moved / parts, row.op_class, device, row.dtype,
-                            gemm=gemm, efficiency=eff, m_rows=m_rows, phase=phase)
+                            gemm=gemm, efficiency=eff, m_rows=m_rows, phase=phase, kind=row.bench)
     return total
 
 

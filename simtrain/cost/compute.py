@@ -150,11 +150,12 @@ def _rows_and_depth(gemm: Gemm, m_rows: int, phase: str) -> tuple[float, float]:
 
 
 def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DType, eff: Efficiency,
-                    gemm: Gemm | None = None, m_rows: int = 1, phase: str = "fw") -> float:
-    """The compute leg of the roofline; ``phase`` picks the backward curve where the efficiency has one."""
+                    gemm: Gemm | None = None, m_rows: int = 1, phase: str = "fw", kind: str | None = None) -> float:
+    """The compute leg of the roofline; ``phase`` picks the backward curve and ``kind`` the op kind's
+    own curve where the efficiency has them (``Efficiency.kind_compute``)."""
     if flops <= 0:
         return 0.0
-    curve = eff.phase_curve(op_class, phase)
+    curve = eff.phase_curve(op_class, phase, kind)
     if op_class in MATRIX_CLASSES:
         peak = matrix_peak_flops_per_s(device, dtype) * alignment_factor(_conv_lanes(gemm, op_class), m_rows, device)
     else:
@@ -219,7 +220,8 @@ def first_touch_seconds(tensor_bytes: float, eff: Efficiency) -> float:
 
 def op_seconds(flops: float, bytes_moved: float, op_class: OpClass | str, device: Device,
                dtype: DType | str = DType.FP32, gemm: Gemm | None = None,
-               efficiency: Efficiency | None = None, m_rows: int = 1, phase: str = "fw") -> float:
+               efficiency: Efficiency | None = None, m_rows: int = 1, phase: str = "fw",
+               kind: str | None = None) -> float:
     """Seconds of one op execution: roofline max of the compute and memory legs, plus launch overhead.
 
     ``m_rows`` is the GEMM's actual row count (per-sample ``gemm.m`` × micro-batch) for alignment;
@@ -229,6 +231,6 @@ def op_seconds(flops: float, bytes_moved: float, op_class: OpClass | str, device
     eff = efficiency or device_efficiency(device)
     op_class = OpClass(op_class)
     dtype = DType(dtype)
-    t_compute = compute_seconds(flops, op_class, device, dtype, eff, gemm, m_rows, phase)
+    t_compute = compute_seconds(flops, op_class, device, dtype, eff, gemm, m_rows, phase, kind)
     t_memory = memory_seconds(bytes_moved, device, eff)
     return max(t_compute, t_memory) + eff.launch_overhead_s

@@ -254,7 +254,8 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
             t_c = _attention_kernel_s(op, phase, micro_batch, f, kernel, device, dtype, eff)
         else:
             work = strided_agrad_factor(conv_stride(op), eff) if phase == "agrad" else 1.0
-            t_c = compute_seconds(flops * run * work, op.op_class, device, dtype, eff, gemm, m_rows, phase)
+            t_c = compute_seconds(flops * run * work, op.op_class, device, dtype, eff, gemm, m_rows, phase,
+                                  op.kind)
         t_m = memory_seconds(bytes_moved, device, eff)
         kernels = _MATERIALISED_KERNELS if sequential else launches
         if sequential:

@@ -108,6 +108,11 @@ class Efficiency(Spec):
     strided conv is a transposed conv; run as a direct conv over the zero-inserted gradient it executes
     s_h·s_w times the useful MACs (γ = 1; Dumoulin & Visin 2016, "A guide to convolution arithmetic",
     §4.5), a dedicated strided-dgrad kernel skips the zeros (γ = 0, the default)."""
+    kind_compute: dict[str, ComputeCurve] = Field(default_factory=dict)
+    """Curves for op kinds whose kernels run at another rate than the rest of their class, keyed by
+    ``Op.kind`` (forward) and ``kind + "@bw"`` (backward phases). On a CPU, max pooling over NCHW is a
+    scalar loop with arg-max bookkeeping per window element (ATen ``max_pool2d_with_indices``), far
+    below the vectorised softmax that calibrates the reduction class. Kinds not named use the class."""
     source: str = "default"
     extra: dict[str, float] = Field(default_factory=dict)
 
@@ -118,8 +123,13 @@ class Efficiency(Spec):
             from simtrain.errors import MissingRuleError
             raise MissingRuleError(f"efficiency has no curve for op class {op_class!s}") from None
 
-    def phase_curve(self, op_class: OpClass, phase: str) -> ComputeCurve:
-        """The curve of ``op_class`` in ``phase`` (fw, agrad, wgrad, bw): the backward one when given."""
+    def phase_curve(self, op_class: OpClass, phase: str, kind: str | None = None) -> ComputeCurve:
+        """The curve of ``op_class`` in ``phase`` (fw, agrad, wgrad, bw): the backward one when given;
+        ``kind``'s own curve (``kind_compute``) when there is one for that phase."""
+        if kind is not None and self.kind_compute:
+            own = self.kind_compute.get(kind if phase == "fw" else kind + "@bw")
+            if own is not None:
+                return own
         if phase != "fw" and op_class in self.backward_compute:
             return self.backward_compute[op_class]
         return self.curve(op_class)

@@ -203,3 +203,51 @@ def test_weight_gradient_swaps_rows_and_reduction():
     wg = compute_seconds(1e9, OpClass.CONV, dev, DType.FP32, eff, gemm, rows, phase="wgrad")
     # forward reduces over k = 576: × 576/608; dW reduces over the 32 rows: × 32/64
     assert wg / fw == pytest.approx((576 / 608) / (32 / 64))
+
+
+def test_maxpool2d_counts_by_hand():
+    from simtrain.calibrate.counts import maxpool2d_counts
+    # 1×1×4×4 fp32, 2×2 window stride 2 → 2×2 outputs; forward: 4 compares per output = 16 FLOPs;
+    # bytes: read x 16·4, write y 4·4 and int64 indices 4·8 → 64 + 16 + 32 = 112
+    assert maxpool2d_counts(1, 1, 4, 4, 2, 2, 0, 4) == (16.0, 112.0)
+    # backward: one add per dY element (4); zero-fill dX 64, read dY 16 + indices 32, scatter into dX 16
+    assert maxpool2d_counts(1, 1, 4, 4, 2, 2, 0, 4, backward=True) == (4.0, 128.0)
+    # 3×3 stride 2 pad 1 on 8×8 → 4×4 outputs, 9 compares each
+    assert maxpool2d_counts(1, 1, 8, 8, 3, 2, 1, 4)[0] == 16 * 9
+
+
+def test_kind_curve_prices_its_kind_only():
+    import simtrain as st
+    from simtrain.cost.compute import compute_seconds
+    from simtrain.specs.efficiency import ComputeCurve
+    dev = st.load_device("host-cpu")
+    vec = dev.vector_peak_flops_per_s
+    eff = _eff(compute={OpClass.REDUCTION: ComputeCurve(peak_fraction=0.5)},
+               kind_compute={"maxpool": ComputeCurve(peak_fraction=0.01),
+                             "maxpool@bw": ComputeCurve(peak_fraction=0.1)})
+    t = lambda kind, phase="fw": compute_seconds(1e6, OpClass.REDUCTION, dev, DType.FP32, eff,  # noqa: E731
+                                                 phase=phase, kind=kind)
+    assert t("maxpool") == pytest.approx(1e6 / (0.01 * vec))
+    assert t("maxpool", "agrad") == pytest.approx(1e6 / (0.1 * vec))  # its backward curve
+    assert t("avgpool") == pytest.approx(1e6 / (0.5 * vec))  # other kinds keep the class curve
+    assert t(None) == pytest.approx(1e6 / (0.5 * vec))
+    only_fw = eff.model_copy(update={"kind_compute": {"maxpool": ComputeCurve(peak_fraction=0.01)}})
+    assert compute_seconds(1e6, OpClass.REDUCTION, dev, DType.FP32, only_fw, phase="agrad",
+                           kind="maxpool") == pytest.approx(1e6 / (0.5 * vec))  # no @bw curve: class
+
+
+def test_maxpool_op_uses_its_kind_curve_in_op_cost():
+    import simtrain as st
+    from simtrain.cost.op_cost import op_cost
+    from simtrain.cost.precision import regime
+    from simtrain.graph.rules.registry import make_op
+    from simtrain.specs.efficiency import ComputeCurve
+    dev = st.load_device("host-cpu")
+    op = make_op("maxpool2d", "p", "b", channels=64, input_size=(32, 32), kernel_size=2)
+    assert op.kind == "maxpool2d"  # the fit stores the "maxpool" bench curve under this alias too
+    base = _eff(compute={OpClass.REDUCTION: ComputeCurve(peak_fraction=1.0)})
+    slow = base.model_copy(update={"kind_compute": {"maxpool2d": ComputeCurve(peak_fraction=1e-6)}})
+    # 8 samples × 64·16·16 outputs × 4 compares at 1e-6 of the vector peak: far above the memory leg
+    fw = op_cost(op, 8, regime("fp32"), dev, slow).fw_s
+    assert fw == pytest.approx(8 * 64 * 16 * 16 * 4 / (1e-6 * dev.vector_peak_flops_per_s), rel=1e-3)
+    assert op_cost(op, 8, regime("fp32"), dev, base).fw_s < fw / 100

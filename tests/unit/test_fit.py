@@ -4,6 +4,7 @@ layer's own op-time function (with noise); work counts by hand; profiles round-t
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from simtrain.calibrate.machine import derived_cpu_peak_flops_per_s, machine_slu
 from simtrain.calibrate.predict import predict_collective, predict_row
 from simtrain.calibrate.records import MachineFacts, Measurements, Row
 from simtrain.glossary import DType, OpClass
+from simtrain.specs.efficiency import ComputeCurve
 from simtrain.specs.hardware import Cluster, Efficiency
 from tests.conftest import invented_device
 
@@ -280,3 +282,24 @@ def test_fit_recovers_conv_backward_curve_and_strided_dx_exponent():
     # 3×3 stride 2: dX executes 4× its FLOPs → the backward row costs (4 + 1) / 2 = 2.5× a stride-1 one
     # of equal FLOPs (compute-bound, large: half_flops negligible)
     assert got.curve(OpClass.MATMUL).peak_fraction == pytest.approx(0.7, rel=0.05)  # matmul untouched
+
+
+def test_fit_recovers_the_maxpool_kind_curve_and_keeps_the_class_curve():
+    """Max-pool rows fit their own curve (forward and @bw), stored under the built-model alias too;
+    the elementwise class curve the rest of the rows fit stays where it was."""
+    dev = invented_device()
+    truth = _truth_eff().model_copy(update={"kind_compute": {
+        "maxpool": ComputeCurve(peak_fraction=0.002, half_flops=0.0),
+        "maxpool@bw": ComputeCurve(peak_fraction=0.0005, half_flops=0.0)}})  # compute-bound too
+    pool = []
+    for n, c, hw, k, s, p in ((8, 64, 32, 2, 2, 0), (8, 64, 56, 3, 2, 1), (16, 128, 16, 2, 2, 0)):
+        geom = (n, c, hw, hw, k, s, p, 4)
+        params = dict(n=n, c=c, h=hw, w=hw, kernel=k, stride=s, pad=p)
+        pool += [_row("maxpool", OpClass.REDUCTION, counts.maxpool2d_counts(*geom), **params),
+                 _row("maxpool", OpClass.REDUCTION, counts.maxpool2d_counts(*geom, backward=True), "bw", **params)]
+    rows = [replace(r, median_s=t, p10_s=t, p90_s=t) for r in _shapes() + pool for t in [predict_row(r, dev, truth)]]
+    got = fit_compute(rows, dev, _start_eff()).efficiency
+    assert got.kind_compute["maxpool"].peak_fraction == pytest.approx(0.002, rel=0.05)
+    assert got.kind_compute["maxpool2d"] == got.kind_compute["maxpool"]
+    assert got.kind_compute["maxpool@bw"].peak_fraction == pytest.approx(0.0005, rel=0.1)
+    assert got.curve(OpClass.ELEMENTWISE).peak_fraction == pytest.approx(0.02, rel=0.05)
