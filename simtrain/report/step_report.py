@@ -9,7 +9,8 @@ from types import MappingProxyType
 
 from simtrain.errors import SimtrainError
 
-__all__ = ["StepReport", "MemoryReport", "OpTime", "CommReport", "BREAKDOWN_KEYS", "ENERGY_MODEL"]
+__all__ = ["StepReport", "MemoryReport", "OpTime", "CommReport", "BREAKDOWN_KEYS", "ENERGY_MODEL", "device_watts",
+           "DEFAULT_IDLE_FRACTION_OF_TDP", "J_PER_KWH"]
 
 BREAKDOWN_KEYS = ("compute", "recompute", "comm_exposed", "pipeline_bubble", "data_stall", "optimizer")
 
@@ -253,11 +254,9 @@ class StepReport:
             tokens=tokens, samples=samples, epochs=epochs, dataset_samples=dataset_samples))
         if self.tdp_w is None or self.step_time_s <= 0:
             return None
-        idle = self.idle_power_w if self.idle_power_w is not None else 0.3 * self.tdp_w
         b = self.time_breakdown_s
         busy = min(1.0, (b.get("compute", 0) + b.get("recompute", 0) + b.get("optimizer", 0)) / self.step_time_s)
-        watts = idle + (self.tdp_w - idle) * busy
-        return self.devices_count * watts * seconds / 3.6e6
+        return self.devices_count * device_watts(self.tdp_w, self.idle_power_w, busy) * seconds / J_PER_KWH
 
     # --- export ----------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -277,6 +276,17 @@ class StepReport:
             "warnings": list(self.warnings),
         }
         return d
+
+
+#: idle power as a share of TDP for devices whose spec gives no idle figure (ENERGY_MODEL)
+DEFAULT_IDLE_FRACTION_OF_TDP = 0.3
+J_PER_KWH = 3.6e6
+
+
+def device_watts(tdp_w, idle_power_w, busy_fraction):
+    """One device's mean power (ENERGY_MODEL): idle + (TDP − idle) × busy fraction; works on arrays."""
+    idle = idle_power_w if idle_power_w is not None else DEFAULT_IDLE_FRACTION_OF_TDP * tdp_w
+    return idle + (tdp_w - idle) * busy_fraction
 
 
 def _keywords_only(name: str, args: tuple, expected: str) -> None:

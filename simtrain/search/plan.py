@@ -136,12 +136,12 @@ def _energy_kwh(df, res, dev):
     """StepReport.energy_kwh over the time to train (ENERGY_MODEL); NaN without a TDP."""
     if dev.tdp_w is None:
         return np.full(len(df), np.nan)
-    tdp = dev.tdp_w.value
-    idle = dev.idle_power_w.value if dev.idle_power_w is not None else 0.3 * tdp
+    from simtrain.report.step_report import J_PER_KWH, device_watts
     step = df["step_time_s"].to_numpy()
     busy = np.minimum(1.0, (res["compute_s"] + res["recompute_s"] + res["optimizer_s"]) / step)
-    watts = idle + (tdp - idle) * busy
-    return df["devices"].to_numpy() * watts * df["time_to_train_s"].to_numpy() / 3.6e6
+    idle = dev.idle_power_w.value if dev.idle_power_w is not None else None
+    watts = device_watts(dev.tdp_w.value, idle, busy)
+    return df["devices"].to_numpy() * watts * df["time_to_train_s"].to_numpy() / J_PER_KWH
 
 
 def _explain(df, deadline_s, budget_usd) -> tuple[str, object]:
