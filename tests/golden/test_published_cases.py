@@ -3,8 +3,8 @@ CI checks of transfer (issue "Predictions that transfer"; validation/published/t
 
 Zero-shot: the component-derived A100 profile and the ``megatron-lm`` stack, nothing fitted to the
 tables. One-shot: ``st.calibrate_runs`` on one run of a table, every other run of that table predicted.
-Bounds below are either the issue's targets (where met) or regression guards at today's numbers
-(where the target is not met yet: Table 1, see docs/published-cases.md) — never loosened to pass.
+Table 1 runs with the settings of the authors' reproduction script (validation/published/cases.py).
+Bounds below are the issue's targets, or guards at the numbers of record — never loosened to pass.
 """
 
 import statistics
@@ -40,10 +40,14 @@ def test_zero_shot_korthikanti_table5(t5):
 
 
 def test_zero_shot_narayanan_table1_guard(t1):
-    """Not the issue's bar (that is one-shot); a guard on today's honest zero-shot error."""
+    """Not the issue's bar (that is one-shot); a guard on the honest zero-shot error. Every row is
+    predicted faster than published (the 2020 code realises less of the component rates than the
+    2022 code of Table 5), so the error is a bias, not scatter."""
     errs = zero_shot(t1)
-    assert statistics.mean(abs(e) for e in errs) <= 0.065  # 5.9 % when written
-    assert max(abs(e) for e in errs) <= 0.125               # 11.6 %
+    assert statistics.mean(abs(e) for e in errs) <= 0.10  # 9.3 % when written
+    assert max(abs(e) for e in errs) <= 0.13               # 12.1 %
+    assert all(e < 0 for e in errs)
+    assert max(errs) - min(errs) <= 0.08                   # spread 6.5 points
 
 
 def test_one_shot_korthikanti_every_choice_of_training_run_meets_the_target(t5):
@@ -52,18 +56,25 @@ def test_one_shot_korthikanti_every_choice_of_training_run_meets_the_target(t5):
     assert not missed, f"target: each ≤ {ONE_SHOT_MAX:.0%}, MAPE ≤ {ONE_SHOT_MAPE:.0%}; missed {missed}"
 
 
-def test_one_shot_narayanan_table1_guard(t1):
-    """Target NOT met yet (the 2021 code's pp > 1 rows run ~10 % slower than the same configurations
-    in Table 5; docs/published-cases.md): guard the median so it does not get worse."""
+def test_one_shot_narayanan_every_choice_of_training_run_meets_the_target(t1):
     runs = one_shot(t1)
-    assert statistics.median(o.mape for o in runs) <= 0.065  # 5.9 % when written
+    missed = [(o.trained_on, round(100 * o.mape, 1), round(100 * o.worst, 1)) for o in runs if not o.meets_target]
+    assert not missed, f"target: each ≤ {ONE_SHOT_MAX:.0%}, MAPE ≤ {ONE_SHOT_MAPE:.0%}; missed {missed}"
     assert all(0.5 < o.factor < 1.6 for o in runs)
+
+
+def test_one_shot_table1_fails_with_the_guessed_settings():
+    """The run settings carry the result: with one guess for every row (micro-batch 1, plain 1F1B,
+    all-reduce after the backward) the same calibration misses for every choice of training run."""
+    runs = one_shot(megatron_records(uniform_guess=True))
+    assert sum(o.meets_target for o in runs) <= 2
 
 
 def test_extrapolation_from_small_to_large_rows_guard(t1):
     cal, errs = extrapolate(t1)
     assert len(errs) == 5
-    assert max(abs(e) for _, e in errs) <= 0.11  # 10.2 % when written
+    assert max(abs(e) for _, e in errs) <= ONE_SHOT_MAX                  # 4.0 % when written
+    assert statistics.mean(abs(e) for _, e in errs) <= ONE_SHOT_MAPE    # 2.5 %
 
 
 def test_selective_recompute_is_faster_than_full(t5):

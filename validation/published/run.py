@@ -49,8 +49,12 @@ STACK = "megatron-lm"
 
 
 def megatron_config(row: MegatronRow) -> st.TrainConfig:
-    return st.TrainConfig(global_batch_size=row.batch, micro_batch_size=1, seq_len=SEQ_LEN, precision="fp16",
-                          optimizer="adam", tp=row.tp, pp=row.pp, recompute="full", stack=STACK)
+    """Table 1's row as the authors' reproduction script ran it (cases.py)."""
+    v = row.virtual_stages
+    return st.TrainConfig(global_batch_size=row.batch, micro_batch_size=row.micro_batch, seq_len=SEQ_LEN,
+                          precision="fp16", optimizer="adam", tp=row.tp, pp=row.pp, recompute="full",
+                          pipeline_schedule="interleaved-1f1b" if v > 1 else "1f1b", virtual_stages=v,
+                          dp_overlap=row.torch_ddp, stack=STACK)
 
 
 def korthikanti_config(row: KorthikantiRow, selective: bool) -> st.TrainConfig:
