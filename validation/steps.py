@@ -71,8 +71,11 @@ def time_steps(step: Callable[[], None], device: str, warmup: int, repeats: int)
 
 
 def train_config(batch: int, optimizer: str, **extra) -> st.TrainConfig:
+    """The loop of :func:`train_step` as a TrainConfig: fused optimizer, no gradient clipping,
+    ``zero_grad(set_to_none=True)``."""
     return st.TrainConfig(global_batch_size=batch, micro_batch_size=extra.pop("micro_batch_size", batch),
-                          precision="fp32", optimizer=optimizer, fused_optimizer=True, **extra)
+                          precision="fp32", optimizer=optimizer, fused_optimizer=True, grad_clipping=False,
+                          zero_grad_to_none=True, **extra)
 
 
 def predict_step(model, device_spec, batch: int, optimizer: str) -> st.StepReport:

@@ -2,7 +2,9 @@
 softmax, embedding lookup, device memory copies, the optimizer step, and host↔device copies (CUDA).
 
 Forward only (these ops' backward kernels are the same kind of streaming work, so the forward rows
-constrain the same memory-side parameters). Ops allocate their outputs as they do in training; the
+constrain the same memory-side parameters), except the normalisations: on a CPU their backward loops
+run at another rate per byte than their forward (batch norm's reductions over N·H·W per channel), and
+each kind gets its own backward curve from them. Ops allocate their outputs as they do in training; the
 copy benchmark writes into a preallocated buffer so it measures bandwidth alone.
 """
 
@@ -44,16 +46,22 @@ def bench_elementwise(b: Bench, grid: Grid) -> list[Row]:
     return rows
 
 
-def _norm_rows(b: Bench, dtype: DType, rows_n: int, cols: int) -> list[Row]:
-    import torch.nn.functional as F
+def _norm(b: Bench, grid: Grid, kind: str, dtype: DType, params: dict, x, channels: int, fn, inputs) -> list[Row]:
+    """Forward and (grid.backward) backward rows of one normalisation; the backward is costed as the
+    graph's two parts (activation and weight gradient)."""
     e = DTYPE_BYTES[dtype]
-    x, w, bias = b.randn(rows_n, cols, dtype=dtype), b.randn(cols, dtype=dtype), b.randn(cols, dtype=dtype)
+    bw = counts.norm_counts(kind, x.numel(), channels, e, backward=True) if grid.backward else None
+    return b.fw_bw(kind, OpClass.NORM, dtype, params, counts.norm_counts(kind, x.numel(), channels, e), bw,
+                   fn, inputs, bw_calls=2)
+
+
+def _norm_rows(b: Bench, grid: Grid, dtype: DType, rows_n: int, cols: int) -> list[Row]:
+    import torch.nn.functional as F
+    x, w, bias = (b.randn(*shape, dtype=dtype, grad=True) for shape in ((rows_n, cols), (cols,), (cols,)))
     params = {"rows": rows_n, "cols": cols}
-    out = [b.row("layernorm", OpClass.NORM, dtype, params, counts.norm_counts("layernorm", x.numel(), cols, e),
-                 lambda: F.layer_norm(x, (cols,), w, bias))]
+    out = _norm(b, grid, "layernorm", dtype, params, x, cols, lambda: F.layer_norm(x, (cols,), w, bias), (x, w, bias))
     if hasattr(F, "rms_norm"):
-        out.append(b.row("rmsnorm", OpClass.NORM, dtype, params, counts.norm_counts("rmsnorm", x.numel(), cols, e),
-                         lambda: F.rms_norm(x, (cols,), w)))
+        out += _norm(b, grid, "rmsnorm", dtype, params, x, cols, lambda: F.rms_norm(x, (cols,), w), (x, w))
     return out
 
 
@@ -63,18 +71,16 @@ def bench_norms(b: Bench, grid: Grid) -> list[Row]:
     import torch.nn.functional as F
     rows: list[Row] = []
     for dtype in vector_dtypes(b.device):
-        e = DTYPE_BYTES[dtype]
         for rows_n, cols in grid.rows_cols:
-            rows += _norm_rows(b, dtype, rows_n, cols)
+            rows += _norm_rows(b, grid, dtype, rows_n, cols)
         for n, c, h, w in grid.batchnorm:
-            x, wt, bias = b.randn(n, c, h, w, dtype=dtype), b.randn(c, dtype=dtype), b.randn(c, dtype=dtype)
+            x, wt, bias = (b.randn(*shape, dtype=dtype, grad=True) for shape in ((n, c, h, w), (c,), (c,)))
             mean = torch.zeros(c, dtype=torch.float32, device=b.device)
             var = torch.ones(c, dtype=torch.float32, device=b.device)
             if dtype is not DType.FP32:
                 mean, var = mean.to(torch_dtype(dtype)), var.to(torch_dtype(dtype))
             fn = functools.partial(F.batch_norm, x, mean, var, wt, bias, training=True)
-            rows.append(b.row("batchnorm", OpClass.NORM, dtype, {"n": n, "c": c, "h": h, "w": w},
-                              counts.norm_counts("batchnorm", x.numel(), c, e), fn))
+            rows += _norm(b, grid, "batchnorm", dtype, {"n": n, "c": c, "h": h, "w": w}, x, c, fn, (x, wt, bias))
     return rows
 
 

@@ -88,9 +88,18 @@ _NORM_FLOPS = {"layernorm": 8, "batchnorm": 8, "rmsnorm": 4}
 _NORM_PARAMS = {"layernorm": 2, "batchnorm": 2, "rmsnorm": 1}
 
 
-def norm_counts(kind: str, numel: int, channels: int, e: int) -> Counts:
-    """Read x, write y (2 per element) plus the affine parameters once (statistics are O(channels))."""
-    return float(_NORM_FLOPS[kind] * numel), float(e * (2 * numel + _NORM_PARAMS[kind] * channels))
+_NORM_BW_FLOPS = {"layernorm": 13, "batchnorm": 13, "rmsnorm": 9}
+"""Backward FLOPs per element, activation plus weight gradient (graph/rules/norm.py: 10 + 3, 7 + 2)."""
+
+
+def norm_counts(kind: str, numel: int, channels: int, e: int, backward: bool = False) -> Counts:
+    """Read x, write y (2 per element) plus the affine parameters once (statistics are O(channels)).
+    Backward, as the graph rule counts its two parts: dX reads x and dY and writes dX, the weight
+    gradient reads x and dY again (5 per element) and reads and writes the affine parameters."""
+    params = _NORM_PARAMS[kind] * channels
+    if backward:
+        return float(_NORM_BW_FLOPS[kind] * numel), float(e * (5 * numel + 2 * params))
+    return float(_NORM_FLOPS[kind] * numel), float(e * (2 * numel + params))
 
 
 def softmax_counts(numel: int, e: int) -> Counts:

@@ -28,6 +28,7 @@ from typing import Any
 
 from simtrain.calibrate.base_device import default_base
 from simtrain.calibrate.bench_memory import fit_first_touch
+from simtrain.calibrate.bench_rng import fit_rng
 from simtrain.calibrate.fit_compute import ComputeFit, fit_compute
 from simtrain.calibrate.fit_links import LinkFit, fit_collectives, fit_host_device
 from simtrain.calibrate.machine import derived_cpu_peak_flops_per_s
@@ -101,9 +102,10 @@ def _start_efficiency(base: Device) -> Efficiency:
 
 def _memory_start(eff: Efficiency, m: Measurements) -> Efficiency:
     """A CPU's memory-system parameters from this machine: the last-level cache size the measurement
-    recorded (a cache tier, its miss bandwidth fitted from 0.5), and first-touch cost of fresh pages
-    (calibrate/bench_memory.py); unchanged where the measurements have neither."""
-    update: dict[str, float] = dict(fit_first_touch(m.rows))
+    recorded (a cache tier, its miss bandwidth fitted from 0.5), first-touch cost of fresh pages
+    (calibrate/bench_memory.py) and the dropout draw rate (calibrate/bench_rng.py); unchanged where
+    the measurements have none of them."""
+    update: dict[str, float] = dict(fit_first_touch(m.rows)) | fit_rng(m.rows)
     llc = float(m.settings.get("llc_bytes") or 0.0)
     if llc > 0:
         update.update(cache_bytes=llc, cache_miss_bandwidth_fraction=0.5)

@@ -52,8 +52,15 @@ _STRIDE = "strided_agrad_exponent"
 """Fitted when there are backward rows of strided convs."""
 _KIND = "kind:"
 """Prefix of an op kind's own curve (``Efficiency.kind_compute``), e.g. ``kind:maxpool@bw.half_flops``."""
-_KIND_CLASSES = {"maxpool": OpClass.REDUCTION}
-"""Benches named after an op kind whose rows fit that kind's own curve, with the class it falls back to."""
+_KIND_CLASSES = {"maxpool": OpClass.REDUCTION, "layernorm": OpClass.NORM, "rmsnorm": OpClass.NORM,
+                 "batchnorm": OpClass.NORM}
+"""Benches named after an op kind whose rows fit that kind's own curve, with the class it falls back to.
+On a CPU the three normalisations are different loops (layer norm: one fused Welford pass per row;
+RMS norm: a composite of pow, mean, rsqrt and mul kernels below torch 2.x's fused path; batch norm:
+statistics over N·H·W per channel of an NCHW tensor, a strided reduction), 2–3× apart per byte."""
+_SHADOWED = frozenset({"layernorm", "rmsnorm", "batchnorm"})
+"""Kinds whose rows also fit their class's curve (as if they had no curve of their own), so the class
+curve still speaks for the class's other kinds (group norm) instead of falling back to the base."""
 _KIND_ALIASES = {"maxpool": ("maxpool2d",)}
 """Other kind names of the same kernel: a built model's rule (graph/rules/conv.py ``maxpool2d``)."""
 
@@ -200,14 +207,16 @@ def fit_compute(rows: Sequence[Row], device: Device, start: Efficiency) -> Compu
                         key=lambda c: c.value)
     strided = any(r.bench == "conv2d" and r.phase == "bw" and int(r.params.get("stride", 1)) > 1 for r in rows)
     names = _names(classes, start.cache_bytes > 0, bw_classes, strided) + _kind_names(rows)
-    log_t = np.log([r.median_s for r in rows])
+    shadow = [r for r in rows if r.bench in _SHADOWED and f"{_KIND}{r.bench}.peak_fraction" in names]
+    log_t = np.log([r.median_s for r in rows] + [r.median_s for r in shadow])
     prior = _theta_of(start, names)
     lo = np.log([BOUNDS[_kind(n)][0] for n in names])
     hi = np.log([BOUNDS[_kind(n)][1] for n in names])
 
     def resid(theta: np.ndarray) -> np.ndarray:
         eff = efficiency_from(theta, names, start)
-        pred = np.log([predict_row(r, device, eff) for r in rows])
+        pred = np.log([predict_row(r, device, eff) for r in rows]
+                      + [predict_row(r, device, eff, own_kind=False) for r in shadow])
         return np.concatenate([pred - log_t, PRIOR_WEIGHT * (theta - prior)])
 
     best = None
@@ -217,5 +226,5 @@ def fit_compute(rows: Sequence[Row], device: Device, start: Efficiency) -> Compu
         if best is None or res.cost < best.cost:
             best = res
     eff = efficiency_from(best.x, names, start)
-    return ComputeFit(eff, tuple(names), _unidentified(best.jac, len(rows), names), float(best.cost),
+    return ComputeFit(eff, tuple(names), _unidentified(best.jac, len(rows) + len(shadow), names), float(best.cost),
                       int(best.nfev), bool(best.success))

@@ -45,6 +45,8 @@ class Grid:
     backward: bool = True
     first_touch_numel: tuple[int, ...] = ()
     maxpool: tuple[tuple[int, ...], ...] = ()
+    rng_numel: tuple[int, ...] = ()
+    """Elements per call of the random-draw bench (calibrate/bench_rng.py; CPU)."""
     """(N, C, H, W, kernel, stride, pad) of the max-pooling bench (forward and backward)."""
 
 
@@ -59,7 +61,7 @@ _TINY = Grid(
     rows_cols=((64, 256),), batchnorm=((4, 16, 16, 16),), embedding=((1000, 64, 256),),
     copy_numel=(1 << 12, 1 << 16, 1 << 20, 1 << 22), optimizer=((4, 1 << 14),), h2d_bytes=(1 << 20,),
     collective_bytes=(1 << 12, 1 << 20), collective_world_sizes=(2,), collective_ops=("all_reduce",),
-    first_touch_numel=(12 << 20,), maxpool=((2, 16, 16, 16, 2, 2, 0),),
+    first_touch_numel=(12 << 20,), maxpool=((2, 16, 16, 16, 2, 2, 0),), rng_numel=(1 << 16,),
 )
 
 _QUICK = Grid(
@@ -81,6 +83,7 @@ _QUICK = Grid(
     collective_bytes=(1 << 10, 1 << 14, 1 << 18, 1 << 22), collective_world_sizes=(2,),
     collective_ops=_ALL_COLLECTIVES, first_touch_numel=(12 << 20, 24 << 20),
     maxpool=((8, 64, 32, 32, 2, 2, 0), (8, 64, 56, 56, 3, 2, 1), (16, 128, 16, 16, 2, 2, 0), (8, 32, 8, 8, 2, 2, 0)),
+    rng_numel=(1 << 18, 1 << 20, 1 << 22),
 )
 
 _FULL = replace(

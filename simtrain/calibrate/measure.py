@@ -19,6 +19,7 @@ from pathlib import Path
 
 from simtrain.calibrate.bench_memory import bench_first_touch, last_level_cache_bytes
 from simtrain.calibrate.bench_ops import MATRIX_BENCHES, Bench, bench_autograd_call
+from simtrain.calibrate.bench_rng import bench_rng
 from simtrain.calibrate.bench_vector import VECTOR_BENCHES
 from simtrain.calibrate.collectives_bench import run_collectives
 from simtrain.calibrate.grids import GRID_NAMES, Grid, grid_for
@@ -32,7 +33,7 @@ __all__ = ["measure", "Measurements", "Row", "BENCH_GROUPS", "sentinel", "SENTIN
 
 #: every benchmark group by name, in run order; ``only=`` selects a subset.
 BENCH_GROUPS: dict[str, Callable[[Bench, Grid], list[Row]]] = {**MATRIX_BENCHES, **VECTOR_BENCHES,
-                                                                "first_touch": bench_first_touch}
+                                                                "first_touch": bench_first_touch, "rng": bench_rng}
 #: a group whose closing sentinel GEMM is this much slower than the opening one is measured again
 SENTINEL_SLOWDOWN = 2.0
 

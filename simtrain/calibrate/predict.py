@@ -60,8 +60,9 @@ def row_output_bytes(row: Row) -> float:
     return numel * DTYPE_BYTES[row.dtype]
 
 
-def predict_row(row: Row, device: Device, eff: Efficiency) -> float:
-    """Predicted seconds of one timed call of a compute row (``row.op_class`` is not None)."""
+def predict_row(row: Row, device: Device, eff: Efficiency, own_kind: bool = True) -> float:
+    """Predicted seconds of one timed call of a compute row (``row.op_class`` is not None);
+    ``own_kind=False`` costs it on its class's curve even where its kind has one of its own."""
     if row.phase == "optim":
         return memory_seconds(row.bytes_moved, device, eff) + row.calls * eff.launch_overhead_s
     gemm, m_rows = row_gemm(row)
@@ -71,7 +72,8 @@ def predict_row(row: Row, device: Device, eff: Efficiency) -> float:
     for phase in phases:
         work = row_agrad_factor(row, eff) if phase == "agrad" else 1.0
         total += op_seconds(work * row.flops / parts, row.bytes_moved / parts, row.op_class, device, row.dtype,
-                            gemm=gemm, efficiency=eff, m_rows=m_rows, phase=phase, kind=row.bench)
+                            gemm=gemm, efficiency=eff, m_rows=m_rows, phase=phase,
+                            kind=row.bench if own_kind else None)
     return total
 
 

@@ -37,7 +37,8 @@ from simtrain.graph.op import Gemm, Op
 from simtrain.specs.hardware import Device, Efficiency
 
 __all__ = ["OpCost", "ShardFactors", "shard_factors", "op_cost", "conv_stride", "saved_bytes", "executed_flops_fraction",
-           "runs_in_fp8", "FP8_CAST_PASSES"]
+           "runs_in_fp8", "FP8_CAST_PASSES",
+           "random_draws_seconds"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +201,15 @@ def _fresh_tensor_s(op: Op, phase: str, f: ShardFactors, micro_batch: float, ab:
     return first_touch_seconds(act, eff) + first_touch_seconds(getattr(op.weight_write, phase) * f.weights * wb, eff)
 
 
+def random_draws_seconds(op: Op, micro_batch: float, f: ShardFactors, eff: Efficiency) -> float:
+    """Seconds to draw the forward's random numbers (dropout masks: the op's ``random_draws`` per
+    sample, sharded like its output) at ``eff.rng_draws_per_s``; 0 where that rate is not set."""
+    draws = op.attr("random_draws")
+    if not draws or eff.rng_draws_per_s <= 0:
+        return 0.0
+    return float(draws) * micro_batch * f.act_write / eff.rng_draws_per_s
+
+
 def conv_stride(op: Op) -> tuple[int, ...] | None:
     """A convolution's stride: the rule's ``stride`` attribute, else (captured graphs) the input over
     the output spatial size per dim, rounded (exact for padded convs; a small unpadded conv, 4 → 2
@@ -263,6 +273,8 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         else:
             sec = max(t_c, t_m) + eff.launch_overhead_s * kernels  # legs kept apart for the bottleneck
         sec += _fresh_tensor_s(op, phase, f, micro_batch, ab, wb, eff)
+        if phase == "fw":
+            sec += random_draws_seconds(op, micro_batch, f, eff)
         if fp8 and flops:
             cast_s, cast_k = _fp8_cast(phase, gemm, micro_batch, recipe, device, eff)
             sec, kernels = sec + cast_s, kernels + cast_k

@@ -150,7 +150,7 @@ def _setting_key(cfg: TrainConfig) -> tuple:
     return (str(cfg.recompute), modules, cfg.recompute_num_layers, cfg.recompute_every_k_blocks, cfg.sequence_parallel, str(cfg.precision),
             str(cfg.optimizer), cfg.fused_optimizer, cfg.optimizer_impl, "fused_optimizer" in cfg.model_fields_set,
             cfg.zero_stage, tuple(cfg.frozen_prefixes), cfg.dp_overlap,
-            cfg.dp_bucket_bytes, cfg.moe_load_imbalance, stack_of(cfg), cfg.grad_clipping)
+            cfg.dp_bucket_bytes, cfg.moe_load_imbalance, stack_of(cfg), cfg.grad_clipping, cfg.zero_grad_to_none)
 
 
 def stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cluster, cfg: TrainConfig,
@@ -283,7 +283,8 @@ def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, r
     grad_pass = reg.grad_bytes / 4.0  # one pass over the gradients, in fp32-vector units
     if cfg.grad_clipping:
         passes += 3 * grad_pass  # global-norm clipping: read for the norm, read + write to scale
-    passes += grad_pass  # zero the gradient buffer for the next step
+    if not cfg.zero_grad_to_none:
+        passes += grad_pass  # zero the gradient buffer for the next step
     seconds = memory_seconds(passes * 4.0 * shard, coster.device, coster.eff)
     tensors = sum(n for op, n, _, _ in items if op.param_count) * 2  # weight + bias per parameterised op
     kernels = impl_kernels(cfg.optimizer, impl, tensors, shard, coster.device.kind)

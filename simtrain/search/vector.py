@@ -102,6 +102,7 @@ def _setting(model, cluster, fields: dict, tables: dict):
     # (the optimizer step reads the implementation and whether fused_optimizer was set: program._setting_key)
     sig_d = (variant, str(cfg.precision), cfg.zero_stage, str(cfg.optimizer), cfg.fused_optimizer,
              getattr(cfg, "optimizer_impl", None), "fused_optimizer" in cfg.model_fields_set, cfg.grad_clipping,
+             cfg.zero_grad_to_none,
              cfg.dp_bucket_bytes, stack.grad_fp32_buffer, stack.fp8_allgather, stack.fsdp_prefetch_layers)
     sig_a = (variant, str(cfg.precision), str(cfg.recompute), mods)
     # the stage's own collectives read the recompute policy only for full recomputation and the stack

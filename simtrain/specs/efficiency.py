@@ -99,6 +99,12 @@ class Efficiency(Spec):
     """Rate at which fresh pages are faulted in and zeroed on first write; 0: not costed. Applies to
     each tensor an op writes of at least ``first_touch_min_bytes`` (calibrate/bench_memory.py)."""
     first_touch_min_bytes: Annotated[float, Field(ge=0, le=1e15)] = 0.0
+    rng_draws_per_s: Annotated[float, Field(ge=0, le=1e15)] = 0.0
+    """Random numbers per second the framework draws for dropout masks; 0: not costed. PyTorch on a
+    CPU fills the mask with ``bernoulli_``, one Mersenne-Twister draw per element on one thread
+    (≈ 8 ns each on an EPYC core: slower than the multiply it feeds by ~50×), before the elementwise
+    pass; a GPU draws Philox numbers inside the memory-bound dropout kernel (not a separate cost).
+    Charged on each op's ``random_draws`` attribute in its forward (calibrate/bench_rng.py)."""
     backward_compute: dict[OpClass, ComputeCurve] = Field(default_factory=dict)
     """Curves for the backward phases (activation- and weight-gradient) of classes whose backward
     kernels run at a different rate from their forward (a CPU's oneDNN convolution backward: other
@@ -125,9 +131,12 @@ class Efficiency(Spec):
 
     def phase_curve(self, op_class: OpClass, phase: str, kind: str | None = None) -> ComputeCurve:
         """The curve of ``op_class`` in ``phase`` (fw, agrad, wgrad, bw): the backward one when given;
-        ``kind``'s own curve (``kind_compute``) when there is one for that phase."""
+        ``kind``'s own curve (``kind_compute``) when there is one for that phase; a kind measured only
+        forward runs its backward at its forward curve (the same loop over the same layout)."""
         if kind is not None and self.kind_compute:
             own = self.kind_compute.get(kind if phase == "fw" else kind + "@bw")
+            if own is None and phase != "fw":
+                own = self.kind_compute.get(kind)
             if own is not None:
                 return own
         if phase != "fw" and op_class in self.backward_compute:

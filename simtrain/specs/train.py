@@ -119,6 +119,11 @@ class TrainConfig(Spec):
     grad_clipping: bool = True
     """Clip gradients by their global norm before the step (Megatron --clip-grad 1.0, torchtitan
     max_norm, HF max_grad_norm=1.0: all on by default): a read pass for the norm, a scaling pass."""
+    zero_grad_to_none: bool = False
+    """``optimizer.zero_grad(set_to_none=True)`` (PyTorch's default since 2.0): the gradients are
+    freed, not zeroed, so the step has no zeroing pass (the next backward writes fresh tensors, costed
+    as first touch where the device has that rate). False: a pass zeroes a persistent gradient buffer
+    (Megatron / DeepSpeed contiguous buffers, ``set_to_none=False``)."""
     dp_overlap: bool = True
     """Overlap gradient all-reduce buckets with the backward pass."""
     dp_bucket_bytes: Bytes = 25 * 2**20

@@ -233,7 +233,7 @@ def test_kind_curve_prices_its_kind_only():
     assert t(None) == pytest.approx(1e6 / (0.5 * vec))
     only_fw = eff.model_copy(update={"kind_compute": {"maxpool": ComputeCurve(peak_fraction=0.01)}})
     assert compute_seconds(1e6, OpClass.REDUCTION, dev, DType.FP32, only_fw, phase="agrad",
-                           kind="maxpool") == pytest.approx(1e6 / (0.5 * vec))  # no @bw curve: class
+                           kind="maxpool") == pytest.approx(1e6 / (0.01 * vec))  # no @bw curve: its forward one
 
 
 def test_maxpool_op_uses_its_kind_curve_in_op_cost():
@@ -251,3 +251,84 @@ def test_maxpool_op_uses_its_kind_curve_in_op_cost():
     fw = op_cost(op, 8, regime("fp32"), dev, slow).fw_s
     assert fw == pytest.approx(8 * 64 * 16 * 16 * 4 / (1e-6 * dev.vector_peak_flops_per_s), rel=1e-3)
     assert op_cost(op, 8, regime("fp32"), dev, base).fw_s < fw / 100
+
+
+# --- dropout's random draws (Efficiency.rng_draws_per_s, calibrate/bench_rng.py) -------------------
+
+def test_fit_rng_median_of_pairs():
+    from simtrain.calibrate.bench_rng import fit_rng
+    n1, n2, n3 = 1 << 18, 1 << 20, 1 << 22
+    rows = [_row("rng", {"numel": n1, "draw": True}, 0.0030), _row("rng", {"numel": n1, "draw": False}, 0.0010),
+            _row("rng", {"numel": n2, "draw": True}, 0.0110), _row("rng", {"numel": n2, "draw": False}, 0.0010),
+            _row("rng", {"numel": n3, "draw": True}, 0.0500), _row("rng", {"numel": n3, "draw": False}, 0.0100)]
+    # 262144 / 0.002 = 1.31e8; 1048576 / 0.010 = 1.05e8; 4194304 / 0.040 = 1.05e8 → median 1.048576e8
+    assert fit_rng(rows) == {"rng_draws_per_s": pytest.approx(1048576 / 0.010)}
+    assert fit_rng(rows[:1]) == {}  # no fill partner: nothing to fit
+
+
+def test_dropout_draws_cost_forward_only_by_hand():
+    import simtrain as st
+    from simtrain.cost.op_cost import op_cost
+    from simtrain.cost.precision import regime
+    from simtrain.graph.rules.registry import make_op
+    from simtrain.specs.efficiency import ComputeCurve
+    dev = st.load_device("host-cpu")
+    op = make_op("dropout", "d", "b", shape=(2, 5), p=0.1)
+    assert op.attr("random_draws") == 10
+    base = _eff(compute={OpClass.ELEMENTWISE: ComputeCurve(peak_fraction=1.0)})
+    rng = base.model_copy(update={"rng_draws_per_s": 1e6})
+    a, b = op_cost(op, 3, regime("fp32"), dev, base), op_cost(op, 3, regime("fp32"), dev, rng)
+    assert b.fw_s - a.fw_s == pytest.approx(3 * 10 / 1e6)  # 3 samples × 10 draws at 1e6 per second
+    assert (b.agrad_s, b.wgrad_s) == (a.agrad_s, a.wgrad_s)  # the backward reuses the mask
+    # sequence-parallel tp = 2 splits the dropout's tensor, and its draws, in half
+    a2 = op_cost(op, 3, regime("fp32"), dev, base, tp=2, sp=True)
+    b2 = op_cost(op, 3, regime("fp32"), dev, rng, tp=2, sp=True)
+    assert b2.fw_s - a2.fw_s == pytest.approx(3 * 10 / 2 / 1e6)
+
+
+def test_materialised_attention_with_dropout_draws_one_per_score():
+    from simtrain.graph.rules.registry import make_op
+    op = make_op("attention", "a", "b", heads=4, head_dim=8, seq=16, dropout=0.1)
+    assert op.attr("random_draws") == 4 * 16 * 16
+    assert make_op("attention", "a", "b", heads=4, head_dim=8, seq=16).attr("random_draws") is None
+
+
+def test_captured_dropout_counts_its_draws_per_sample():
+    torch = pytest.importorskip("torch")
+    import simtrain as st
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Dropout(0.1), torch.nn.Linear(32, 4))
+    model = st.Model.from_torch(net, (torch.randn(4, 16),), lambda o: o.square().mean(), name="drop")
+    draws = {op.kind: op.attr("random_draws") for op in model.ops}
+    assert draws["dropout"] == 32  # one per element of the (4, 32) activation, per sample
+    assert draws["linear"] is None
+    net.eval()  # no dropout, no draws
+    model = st.Model.from_torch(net, (torch.randn(4, 16),), lambda o: o.square().mean(), name="drop-eval")
+    assert all(op.attr("random_draws") is None for op in model.ops)
+
+
+def test_norm_kinds_fit_their_own_curves_and_the_class_curve():
+    """Layer norm and batch norm rows 3× apart per byte: each kind gets its own curve; the class
+    curve (group norm and other kinds) is still fitted to all of them."""
+    import simtrain as st
+    from simtrain.calibrate.fit_compute import fit_compute
+    from simtrain.calibrate.predict import predict_row
+    from simtrain.specs.efficiency import ComputeCurve
+    dev = st.load_device("host-cpu")
+    truth = _eff(compute={OpClass.NORM: ComputeCurve(peak_fraction=0.05, half_flops=1e3)},
+                 kind_compute={"layernorm": ComputeCurve(peak_fraction=0.15, half_flops=1e3),
+                               "batchnorm": ComputeCurve(peak_fraction=0.03, half_flops=1e3)},
+                 launch_overhead_s=1e-6)
+    rows = []
+    for bench, sizes in (("layernorm", (1e5, 1e6, 1e7)), ("batchnorm", (1e5, 1e6, 1e7))):
+        for flops in sizes:
+            probe = Row(bench, OpClass.NORM, DType.FP32, {"numel": flops}, flops, 1.0, 1.0, 1.0, 1.0, 5)
+            t = predict_row(probe, dev, truth)
+            rows.append(Row(bench, OpClass.NORM, DType.FP32, {"numel": flops}, flops, 1.0, t, t, t, 5))
+    start = _eff(compute={OpClass.NORM: ComputeCurve(peak_fraction=0.5, half_flops=1e4)}, launch_overhead_s=1e-6)
+    eff = fit_compute(rows, dev, start).efficiency
+    assert eff.kind_compute["layernorm"].peak_fraction == pytest.approx(0.15, rel=0.05)
+    assert eff.kind_compute["batchnorm"].peak_fraction == pytest.approx(0.03, rel=0.05)
+    assert 0.03 < eff.compute[OpClass.NORM].peak_fraction < 0.15  # the class: between its kinds
+    # a kind measured forward only runs its backward on its forward curve
+    assert eff.phase_curve(OpClass.NORM, "agrad", "layernorm") == eff.kind_compute["layernorm"]
+    assert eff.phase_curve(OpClass.NORM, "agrad", "groupnorm") == eff.compute[OpClass.NORM]

@@ -122,7 +122,8 @@ def test_attention_materialised_with_dropout():
                    saved=Saved(act=108, mask=18), shapes=((3, 8), (3, 8), (3, 8)), out_shape=(3, 8),
                    gemm=Gemm(3, 3, 4, 2), tp_split="heads",
                    attention=AttentionInfo(heads=2, kv_heads=2, head_dim=4, seq_q=3, seq_kv=3, causal=True, fused=False),
-                   attrs=(("dropout", 0.1), ("saved_scores_act", 36), ("saved_scores_mask", 18)))
+                   attrs=(("dropout", 0.1), ("random_draws", 18),  # a draw per score: 2 heads x 3 x 3
+                          ("saved_scores_act", 36), ("saved_scores_mask", 18)))
     assert build("attention", heads=2, head_dim=4, seq=3, dropout=0.1) == expected
 
 
@@ -226,7 +227,7 @@ def test_softmax_dropout_add_concat():
     dr = build("dropout", shape=(2, 5), p=0.1)
     expected = rec("dropout", OpClass.ELEMENTWISE, flops=P(20, 20, 0), act_read=P(10, 10, 0), act_write=P(10, 10, 0),
                    fixed_write_bytes=P(10, 0, 0), fixed_read_bytes=P(0, 10, 0), saved=Saved(mask=10),
-                   shapes=((2, 5),), out_shape=(2, 5), tp_split="sequence", attrs=(("p", 0.1),))
+                   shapes=((2, 5),), out_shape=(2, 5), tp_split="sequence", attrs=(("p", 0.1), ("random_draws", 10)))  # a draw per element
     assert dr == expected
     add = build("add", shape=(2, 5))
     assert add == rec("add", OpClass.ELEMENTWISE, flops=P(10, 10, 0), act_read=P(20, 20, 0), act_write=P(10, 10, 0),

@@ -51,8 +51,9 @@ COPY_OPS = ("clone", "_to_copy", "cat", "stack", "repeat", "constant_pad_nd", "f
             "replication_pad2d", "col2im", "im2col")
 FILL_OPS = ("zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros",
             "new_ones", "new_full", "fill", "zero", "scalar_tensor", "arange", "linspace", "logspace",
-            "eye", "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "normal",
-            "uniform", "randperm", "exponential", "bernoulli")
+            "eye")
+RANDOM_OPS = ("rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "normal", "uniform",
+              "randperm", "exponential", "bernoulli")
 ALLOC_OPS = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "resize")
 
 
@@ -75,9 +76,15 @@ def _copy_into(ev: AtenEvent) -> AtenCost:
 
 @register(*FILL_OPS)
 def _fill(ev: AtenEvent) -> AtenCost:
-    # Drawing random numbers is not counted as arithmetic (CPU dropout's bernoulli_ + div_ + mul
-    # then costs 2 FLOPs per element, like the fused native_dropout).
     return AtenCost(0.0, "fill", OpClass.MEMORY, io="write")
+
+
+@register(*RANDOM_OPS)
+def _random(ev: AtenEvent) -> AtenCost:
+    # Drawing random numbers is not counted as arithmetic (CPU dropout's bernoulli_ + div_ + mul
+    # then costs 2 FLOPs per element, like the fused native_dropout); the draws are a cost of their
+    # own (Op attribute ``random_draws``, Efficiency.rng_draws_per_s).
+    return AtenCost(0.0, "fill", OpClass.MEMORY, io="write", draws=True)
 
 
 @register(*ALLOC_OPS)

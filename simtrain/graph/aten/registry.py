@@ -73,6 +73,8 @@ class AtenCost:
     gemm_axis: GemmAxis = "none"
     attention: AttentionInfo | None = None
     counter: bool = False
+    draws: bool = False
+    """The outputs are random draws (``bernoulli_``, ``rand``...): one per output element."""
     """True where stock FlopCounterMode has a formula for this op (the test compares those)."""
     act_read: float | None = None
     """Activation elements read, overriding "every tensor input": set by gathers that read only

@@ -125,7 +125,8 @@ def _softmax_backward(ev: AtenEvent) -> AtenCost:
 
 @register("native_dropout")
 def _dropout(ev: AtenEvent) -> AtenCost:
-    return AtenCost(2.0 * _out_numel(ev), "dropout", OpClass.ELEMENTWISE)
+    # CUDA's fused kernel: the mask's draws happen inside it (output 1 is the mask, one per element)
+    return AtenCost(2.0 * _out_numel(ev), "dropout", OpClass.ELEMENTWISE, draws=True)
 
 
 @register("native_dropout_backward")

@@ -74,6 +74,8 @@ class OpCounts:
     """FLOPs of work that does not scale with the batch (on weights or constants only)."""
     aten_flops_per_batch: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     saved: Saved = field(default_factory=Saved)
+    random_draws: float = 0.0
+    """Random numbers drawn in the forward pass, per sample (dropout masks)."""
     stats_bytes: float = 0.0
     stats_bytes_per_batch: float = 0.0
 
@@ -155,6 +157,8 @@ def fold_event(acc: OpCounts, ev: AtenEvent, cost: AtenCost, phases: BackwardPha
     outs = [(j, m) for j, m in enumerate(ev.outs) if m is not None]
     if ev.phase == "fw":
         _fold_piece(acc, ev, cost, "fw", cost.flops, ev.inputs, outs, _per_mb_fw)
+        if cost.draws and outs and not _per_mb_fw(outs[0][1]):
+            acc.random_draws += outs[0][1].numel / acc.batch
         return
     if cost.parts:
         for part in cost.parts:

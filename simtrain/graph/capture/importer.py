@@ -204,6 +204,8 @@ def _op_attrs(call: CallRecord, acc: OpCounts, evs) -> tuple[tuple[str, object],
         fpb = acc.flops_per_batch
         attrs.append(("flops_per_batch", PhaseCounts(fpb.get("fw", 0.0), fpb.get("agrad", 0.0),
                                                      fpb.get("wgrad", 0.0))))
+    if acc.random_draws:
+        attrs.append(("random_draws", acc.random_draws))
     if acc.stats_bytes:
         attrs.append(("stats_bytes", acc.stats_bytes))
     if acc.stats_bytes_per_batch:

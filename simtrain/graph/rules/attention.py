@@ -85,7 +85,8 @@ def attention(*, heads: int, head_dim: int, seq: int, kv_heads: int | None = Non
         gemm=Gemm(m=s, n=t, k=d, batch=a), tp_split="heads",
         attention=AttentionInfo(heads=a, kv_heads=kv_h, head_dim=d, seq_q=s, seq_kv=t, causal=bool(causal),
                                 fused=bool(fused)),
-        attrs=attrs_of(dropout=p, saved_scores_act=scores_act, saved_scores_mask=scores_mask),
+        attrs=attrs_of(dropout=p, saved_scores_act=scores_act, saved_scores_mask=scores_mask,
+                       random_draws=scores if p else None),
     )
 
 

@@ -97,7 +97,7 @@ def dropout(*, shape, p: float) -> dict:
     n = elements(shp)
     return dict(op_class=OpClass.ELEMENTWISE, flops=pc(2 * n, 2 * n), act_read=pc(n, n), act_write=pc(n, n),
                 fixed_write_bytes=pc(n, 0), fixed_read_bytes=pc(0, n), saved=Saved(mask=n),
-                shapes=(shp,), out_shape=shp, tp_split="sequence", attrs=attrs_of(p=prob_p))
+                shapes=(shp,), out_shape=shp, tp_split="sequence", attrs=attrs_of(p=prob_p, random_draws=n))
 
 
 @rule("add")

@@ -1,0 +1,57 @@
+"""The rate at which the framework draws dropout's random numbers (CPU).
+
+PyTorch's CPU dropout (``aten::dropout`` → ``bernoulli_`` on a tensor shaped like the input, then a
+multiply) draws one Bernoulli sample per element from the CPU generator, a Mersenne Twister
+(Matsumoto & Nishimura 1998) that ATen steps one element at a time under a lock: it does not
+vectorise or spread over threads, and at ≈ 8 ns per element it costs ~50× the multiply it feeds
+(measured on this project's EPYC machine). A CUDA dropout kernel draws Philox numbers inside its
+memory-bound pass, so the bench measures CPUs only.
+
+The bench times ``buf.bernoulli_(0.9)`` (draw and write) and ``buf.fill_(0.9)`` (the same write)
+into one preallocated fp32 buffer per size; the difference is the draws alone, so the rate
+(``Efficiency.rng_draws_per_s``) is numel / (t_draw − t_fill), the median over sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from simtrain.calibrate.records import Row
+from simtrain.glossary import DType
+
+if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle through the package
+    from simtrain.calibrate.bench_ops import Bench
+    from simtrain.calibrate.grids import Grid
+
+__all__ = ["bench_rng", "fit_rng", "KEEP_PROBABILITY"]
+
+KEEP_PROBABILITY = 0.9
+"""Bernoulli parameter of the bench (dropout p = 0.1); the draw's cost does not depend on it."""
+
+
+def bench_rng(b: Bench, grid: Grid) -> list[Row]:
+    """CPU only: ``buf.bernoulli_(0.9)`` (draws) and ``buf.fill_(0.9)`` (same write) per size."""
+    import torch
+    if b.device != "cpu":
+        return []
+    rows: list[Row] = []
+    for numel in grid.rng_numel:
+        buf = torch.empty(numel, device=b.device)
+        nbytes = 4.0 * numel
+        for draw in (True, False):
+            fn = (lambda t=buf: t.bernoulli_(KEEP_PROBABILITY)) if draw else (lambda t=buf: t.fill_(KEEP_PROBABILITY))
+            rows.append(b.row("rng", None, DType.FP32, {"numel": numel, "draw": draw}, (0.0, nbytes), fn))
+    return rows
+
+
+def fit_rng(rows: Sequence[Row]) -> dict[str, float]:
+    """``rng_draws_per_s``: the median over sizes of numel / (t_draw − t_fill); empty when no usable
+    pair was measured."""
+    by = {(int(r.params["numel"]), bool(r.params["draw"])): r.median_s for r in rows if r.bench == "rng"}
+    rates = sorted(n / (by[(n, True)] - by[(n, False)]) for n, draw in by
+                   if draw and (n, False) in by and by[(n, True)] > by[(n, False)])
+    if not rates:
+        return {}
+    mid = len(rates) // 2
+    return {"rng_draws_per_s": rates[mid] if len(rates) % 2 else 0.5 * (rates[mid - 1] + rates[mid])}
