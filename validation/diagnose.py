@@ -42,10 +42,13 @@ def predicted_by_class(model, device_spec, batch: int, report) -> dict[str, floa
     from simtrain.cost.compute import device_efficiency
     from simtrain.cost.op_cost import op_cost
     from simtrain.cost.precision import regime
+    from simtrain.parallel.program import Layout, saved_set_bytes
     eff, reg = device_efficiency(device_spec), regime("fp32")
+    lay = Layout(dp=1, tp=1, pp=1, cp=1, ep=1, v=1, micro_batches=1, micro_batch=batch)
+    working = saved_set_bytes(model, batch, reg, lay, False) if eff.cache_bytes > 0 else 0.0
     out: dict[str, float] = defaultdict(float)
     for op in model.ops:
-        c = op_cost(op, batch, reg, device_spec, eff)
+        c = op_cost(op, batch, reg, device_spec, eff, backward_working_set_bytes=working)
         out[op.op_class.value] += c.fw_s + c.bw_s
     out["optimizer"] += report.time_breakdown_s.get("optimizer", 0.0)
     return dict(out)

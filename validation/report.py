@@ -26,6 +26,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "step_time_plain": ("s", "the same step predicted from st.calibrate's device alone (no in-step per-op cost)"),
     "step_time_unseen": ("s", "one training step of a model no calibration step sees (validation/unseen.py)"),
     "step_time_plain_unseen": ("s", "the unseen models' step predicted from st.calibrate's device alone"),
+    "step_time_unseen_runs": ("s", "the unseen models' step after st.calibrate_runs on the zoo's measured steps"),
+    "step_time_loo": ("s", "every model's step after st.calibrate_runs on all the other models' steps (leave-one-out)"),
     "flops": ("FLOP", "matrix FLOPs of one step vs torch.utils.flop_counter.FlopCounterMode"),
     "saved_bytes": ("B", "bytes autograd saves for backward vs saved_tensors_hooks"),
     "peak_memory": ("B", "peak allocated device memory vs torch.cuda.max_memory_allocated"),

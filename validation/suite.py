@@ -33,7 +33,7 @@ import torch
 
 from simtrain.calibrate.fit import profile_link
 from simtrain.calibrate.machine import machine_slug
-from validation import ddp, pipeline, steps
+from validation import ddp, pipeline, run_calibration, steps
 from validation.calibration import Calibrated, calibrated, one_thread_path, refined
 from validation.diagnose import class_markdown
 from validation.outdir import cached_measurements_path, default_out_dir
@@ -126,8 +126,9 @@ def _diagnose(w, res, cal: Calibrated, device: str) -> list[dict]:
 
 
 def _single_device(cfg: SuiteConfig, cal: Calibrated, log) -> tuple[list[Case], dict]:
-    """Step / FLOPs / saved-bytes (/ peak memory) cases, and the per-class diagnosis by case."""
-    cases, diag = [], {}
+    """Step / FLOPs / saved-bytes (/ peak memory) cases, the per-class diagnosis by case, and the
+    measured steps as calibration runs (validation/run_calibration.py)."""
+    cases, diag, runs = [], {}, []
     saved_threads = torch.get_num_threads()
     torch.set_num_threads(cal.threads)
     if cfg.device == "cuda":  # precision="fp32" is predicted: run true fp32, not TF32 tensor cores
@@ -145,11 +146,15 @@ def _single_device(cfg: SuiteConfig, cal: Calibrated, log) -> tuple[list[Case], 
             if cfg.diagnose and cfg.device == "cpu":
                 diag[w.case] = _diagnose(w, res, cal, cfg.device)
             step = res.cases[0]
+            runs.append(run_calibration.MeasuredRun(w.case, res.model, w.batch, w.optimizer, step.measured, w.unseen))
             log(f"{w.case:24s} step predicted {step.predicted * 1e3:9.2f} ms  measured "
                 f"{step.measured * 1e3:9.2f} ms  ({step.error_pct:+.1f} %)  [{time.perf_counter() - t0:.1f} s]")
     finally:
         torch.set_num_threads(saved_threads)
-    return cases, diag
+    got = run_calibration.run_cases(runs, cal.step_device)
+    if got:
+        log(f"runs as calibration input: {len(got)} cases (zoo → unseen, leave-one-out)")
+    return cases + got, diag
 
 
 def _ddp(cfg: SuiteConfig, cal1: Calibrated, log) -> list[Case]:
@@ -199,6 +204,8 @@ def rerender(json_path: Path) -> dict[str, Path]:
     notes.insert(1, note) if note else None
     sections = [("Step time by op class", class_markdown(meta["diagnosis_by_class"]))] if meta.get(
         "diagnosis_by_class") else []
+    if run_calibration.run_section(cases):
+        sections.append(("Measured runs as calibration input", run_calibration.run_section(cases)))
     if any(c.metric == "ddp_step" for c in cases):
         sections.append(("DDP step: where the time goes", ddp.attribution_markdown(cases)))
     slug = meta["machine_slug"]
@@ -272,6 +279,8 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = _log_default) -> Su
     meta["diagnosis_by_class"] = diag
     meta["loader_handoff_s"] = handoff
     sections = [("Step time by op class", class_markdown(diag))] if diag else []
+    if run_calibration.run_section(cases):
+        sections.append(("Measured runs as calibration input", run_calibration.run_section(cases)))
     if any(c.metric == "ddp_step" for c in cases):
         sections.append(("DDP step: where the time goes", ddp.attribution_markdown(cases)))
     notes = _notes(cfg, cases, cal) + [

@@ -24,7 +24,7 @@ from scipy.optimize import least_squares
 
 from simtrain.calibrate.predict import predict_row, row_gemm
 from simtrain.calibrate.records import Row
-from simtrain.cost.compute import MATRIX_CLASSES, matrix_peak_flops_per_s
+from simtrain.cost.compute import GROUPED_CONV_KIND, MATRIX_CLASSES, matrix_peak_flops_per_s
 from simtrain.glossary import OpClass
 from simtrain.specs.hardware import ComputeCurve, Device, Efficiency
 
@@ -53,11 +53,13 @@ _STRIDE = "strided_agrad_exponent"
 _KIND = "kind:"
 """Prefix of an op kind's own curve (``Efficiency.kind_compute``), e.g. ``kind:maxpool@bw.half_flops``."""
 _KIND_CLASSES = {"maxpool": OpClass.REDUCTION, "layernorm": OpClass.NORM, "rmsnorm": OpClass.NORM,
-                 "batchnorm": OpClass.NORM}
+                 "batchnorm": OpClass.NORM, GROUPED_CONV_KIND: OpClass.CONV}
 """Benches named after an op kind whose rows fit that kind's own curve, with the class it falls back to.
 On a CPU the three normalisations are different loops (layer norm: one fused Welford pass per row;
 RMS norm: a composite of pow, mean, rsqrt and mul kernels below torch 2.x's fused path; batch norm:
-statistics over N·H·W per channel of an NCHW tensor, a strided reduction), 2–3× apart per byte."""
+statistics over N·H·W per channel of an NCHW tensor, a strided reduction), 2–3× apart per byte.
+Grouped and depthwise convolutions (conv2d rows with groups > 1) run other kernels than dense ones
+(cost/compute.py ``curve_kind``): their own curve, forward and backward."""
 _SHADOWED = frozenset({"layernorm", "rmsnorm", "batchnorm"})
 """Kinds whose rows also fit their class's curve (as if they had no curve of their own), so the class
 curve still speaks for the class's other kinds (group norm) instead of falling back to the base."""
@@ -86,9 +88,17 @@ def _names(classes: Sequence[OpClass], cache: bool = False, bw_classes: Sequence
     return names + [_CACHE] * cache + [_STRIDE] * strided
 
 
+def row_kind(row: Row) -> str:
+    """The curve key a row speaks for: its bench (an op kind), or :data:`GROUPED_CONV_KIND` for a
+    conv2d row with groups > 1 (as ``cost.compute.curve_kind`` prices the graph's ops)."""
+    if row.bench == "conv2d" and int(row.params.get("groups", 1)) > 1:
+        return GROUPED_CONV_KIND
+    return row.bench
+
+
 def _kind_names(rows: Sequence[Row]) -> list[str]:
     """Curve parameters of each op kind with bench rows (forward; ``@bw`` when it has backward rows)."""
-    keys = sorted({r.bench + (_BW if r.phase == "bw" else "") for r in rows if r.bench in _KIND_CLASSES})
+    keys = sorted({row_kind(r) + (_BW if r.phase == "bw" else "") for r in rows if row_kind(r) in _KIND_CLASSES})
     return [f"{_KIND}{k}.{p}" for k in keys for p in ("peak_fraction", "half_flops")]
 
 def _curve_of(eff: Efficiency, key: str) -> ComputeCurve:
@@ -152,7 +162,7 @@ def _rows_of(rows: Sequence[Row], key: str) -> list[Row]:
     bw = key.endswith(_BW)
     if key.startswith(_KIND):
         kind = key.removeprefix(_KIND).removesuffix(_BW)
-        return [r for r in rows if r.bench == kind and (r.phase == "bw") == bw]
+        return [r for r in rows if row_kind(r) == kind and (r.phase == "bw") == bw]
     cls = OpClass(key.removesuffix(_BW))
     return [r for r in rows if r.op_class == cls and r.flops > 0 and r.phase != "optim"
             and (r.phase == "bw" or not bw)]

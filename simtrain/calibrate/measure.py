@@ -25,7 +25,7 @@ from simtrain.calibrate.collectives_bench import run_collectives
 from simtrain.calibrate.grids import GRID_NAMES, Grid, grid_for
 from simtrain.calibrate.machine import machine_facts
 from simtrain.calibrate.records import Measurements, Row, Unsupported
-from simtrain.calibrate.robust import contention_between, measurements_contention, snapshot
+from simtrain.calibrate.robust import contention_between, measurements_contention, merge_passes, snapshot
 from simtrain.errors import SpecError
 from simtrain.glossary import DType
 
@@ -129,13 +129,16 @@ def _run_compute(bench: Bench, grid: Grid, groups: list[str], threads: int, log)
 def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = None,
             threads: int | None = None, grid: str | None = None, only: Iterable[str] | None = None,
             collectives: bool = True, collective_threads: int = 1,
-            log: Callable[[str], None] | None = None) -> Measurements:
+            log: Callable[[str], None] | None = None, passes: int = 1) -> Measurements:
     """Benchmark this machine's ``device`` ("cpu" or "cuda") with real PyTorch ops.
 
     ``grid`` is "tiny" | "quick" | "full" (default: "quick" if ``quick`` else "full"); ``threads`` the
     intra-op thread count for the compute benches (default: torch's current count); ``only`` a subset
     of :data:`BENCH_GROUPS` plus "collectives"; ``collective_threads`` the torch threads of each
-    collective rank. ``out``: also save the result there (JSON, or Parquet by suffix).
+    collective rank. ``out``: also save the result there (JSON, or Parquet by suffix). ``passes``: time
+    the compute grid that many times, one full pass after another, and keep per benchmark the median of
+    the pass medians (``robust.merge_passes``): on a shared machine the speed drifts over minutes,
+    which repeats within one pass cannot average out.
     """
     import torch
     _check_device(device)
@@ -149,7 +152,14 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     if load_start > 0.25 * max(1, os.cpu_count() or 1):
         log(f"warning: load average {load_start} before measuring: other processes will skew the times")
     groups, run_coll = _groups(only, collectives)
-    rows = _run_compute(Bench(device, g.plan), g, groups, threads, log)
+    if passes < 1:
+        raise SpecError.one(None, "passes", f"must be at least 1, got {passes}")
+    runs = []
+    for i in range(passes):
+        if passes > 1:
+            log(f"pass {i + 1} of {passes}")
+        runs.append(_run_compute(Bench(device, g.plan), g, groups, threads, log))
+    rows = merge_passes(runs) if passes > 1 else runs[0]
     refused: list[Unsupported] = []
     if run_coll:
         t0 = time.perf_counter()
@@ -159,7 +169,7 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     facts = machine_facts(device, threads)
     steal, other = contention_between(snap0, snapshot(), facts.cpu_cores)
     settings = {"grid": grid_name, "threads": threads, "collective_threads": collective_threads,
-                "groups": ",".join(groups + (["collectives"] if run_coll else [])),
+                "groups": ",".join(groups + (["collectives"] if run_coll else [])), "passes": passes,
                 "plan": str(g.plan), "loadavg_1min_start": load_start, "loadavg_1min_end": _load(),
                 "steal_fraction": steal, "other_cpu_fraction": other,
                 "llc_bytes": last_level_cache_bytes() if device == "cpu" else 0.0}

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["median_ci", "CpuTicks", "read_cpu_ticks", "parse_cpu_ticks", "Snapshot", "snapshot", "Thresholds",
+__all__ = ["merge_passes", "median_ci", "CpuTicks", "read_cpu_ticks", "parse_cpu_ticks", "Snapshot", "snapshot", "Thresholds",
            "Contention", "assess", "contention_between", "row_spread", "measurements_contention"]
 
 
@@ -183,3 +183,32 @@ def measurements_contention(m, limits: Thresholds = Thresholds(), sentinel_slowd
         got = Contention(got.steal_fraction, got.other_cpu_fraction, got.loadavg_1min, got.cores,
                          got.wide_rows_fraction, got.reasons + (why,))
     return got
+
+
+def _pass_key(row) -> tuple:
+    params = tuple(sorted((k, str(v)) for k, v in row.params.items() if k != "autograd_call_s"))
+    return (row.bench, row.phase, str(row.dtype), row.calls, params)
+
+
+def merge_passes(passes: Sequence[Sequence]) -> list:
+    """One row per benchmark from several passes over the grid, taken minutes apart: the median of
+    the passes' medians (a slow spell that lasts one pass moves it by one vote, not by its size),
+    p10 / p90 the extremes over the passes, and the interval the lowest and highest pass median (the
+    spread over time, which a bootstrap within one pass cannot see). Rows keep the first pass's order."""
+    import statistics
+    from dataclasses import replace
+    groups: dict[tuple, list] = {}
+    for rows in passes:
+        for r in rows:
+            groups.setdefault(_pass_key(r), []).append(r)
+    out = []
+    for same in groups.values():
+        first = same[0]
+        if len(same) == 1:
+            out.append(first)
+            continue
+        medians = [r.median_s for r in same]
+        out.append(replace(first, median_s=statistics.median(medians), p10_s=min(r.p10_s for r in same),
+                           p90_s=max(r.p90_s for r in same), repeats=sum(r.repeats for r in same),
+                           ci_low_s=min(medians), ci_high_s=max(medians)))
+    return out

@@ -43,6 +43,9 @@ def register(subparsers) -> None:
     p.add_argument("--quick", action="store_true", help="the quick grid (about a minute on two cores)")
     p.add_argument("--grid", choices=("tiny", "quick", "full"), help="benchmark grid (overrides --quick)")
     p.add_argument("--threads", type=int, help="torch intra-op threads for the compute benchmarks")
+    p.add_argument("--passes", type=int, default=1,
+                   help="time the grid this many times in a row and keep each benchmark's median over the "
+                        "passes (a shared machine's speed drifts over minutes; default 1)")
     p.add_argument("--base", help="device spec to start from (library name or path; default: see docs)")
     p.add_argument("--measurements", type=Path,
                    help="read measurements from this JSON if it exists, else measure and save them here")
@@ -77,7 +80,7 @@ def _measurements(args: argparse.Namespace):
         return Measurements.load(args.measurements)
     start = time.perf_counter()
     m = measure(args.device, quick=args.quick, grid=args.grid, threads=args.threads,
-                collectives=not args.no_collectives, out=args.measurements,
+                collectives=not args.no_collectives, out=args.measurements, passes=args.passes,
                 log=lambda msg: print(f"  {msg}", file=sys.stderr))
     where = f", saved to {args.measurements}" if args.measurements else ""
     from simtrain.report.format import format_seconds

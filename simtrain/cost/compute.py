@@ -149,13 +149,27 @@ def _rows_and_depth(gemm: Gemm, m_rows: int, phase: str) -> tuple[float, float]:
     return float(m_rows), float(gemm.k)
 
 
+GROUPED_CONV_KIND = "grouped_conv"
+"""The curve key of grouped and depthwise convolutions (``Efficiency.kind_compute``)."""
+
+
+def curve_kind(kind: str | None, op_class: OpClass, gemm: Gemm | None) -> str | None:
+    """The kind whose curve prices a kernel: a grouped or depthwise convolution (its GEMM's batch is
+    the group count) runs other kernels than a dense one — oneDNN's ``jit_uni_dw_conv`` for depthwise,
+    a loop over groups otherwise; cuDNN's grouped kernels — so it is :data:`GROUPED_CONV_KIND`."""
+    if op_class is OpClass.CONV and gemm is not None and gemm.batch > 1:
+        return GROUPED_CONV_KIND
+    return kind
+
+
 def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DType, eff: Efficiency,
                     gemm: Gemm | None = None, m_rows: int = 1, phase: str = "fw", kind: str | None = None) -> float:
     """The compute leg of the roofline; ``phase`` picks the backward curve and ``kind`` the op kind's
-    own curve where the efficiency has them (``Efficiency.kind_compute``)."""
+    own curve where the efficiency has them (``Efficiency.kind_compute``; grouped convolutions:
+    :func:`curve_kind`)."""
     if flops <= 0:
         return 0.0
-    curve = eff.phase_curve(op_class, phase, kind)
+    curve = eff.phase_curve(op_class, phase, curve_kind(kind, op_class, gemm))
     if op_class in MATRIX_CLASSES:
         peak = matrix_peak_flops_per_s(device, dtype) * alignment_factor(_conv_lanes(gemm, op_class), m_rows, device)
     else:
@@ -177,12 +191,15 @@ def attention_kernel_seconds(flops: float, phase: str, seq: int, causal: bool, k
     return flops / (peak * kernel.fraction(phase, seq, causal))
 
 
-def memory_seconds(bytes_moved: float, device: Device, eff: Efficiency) -> float:
-    """The memory leg of the roofline (main-memory tier; on-chip on a layer-pipelined FPGA)."""
+def memory_seconds(bytes_moved: float, device: Device, eff: Efficiency, working_set_bytes: float = 0.0) -> float:
+    """The memory leg of the roofline (main-memory tier; on-chip on a layer-pipelined FPGA).
+    ``working_set_bytes``: the bytes the op's data competes with for the cache tier when that is more
+    than it moves itself (a backward op reads activations saved long before: the step's whole saved
+    set, not just its own bytes, decides how much of them is still cached)."""
     if bytes_moved <= 0:
         return 0.0
     bw = streaming_bandwidth_bytes_per_s(device) * eff.memory_bandwidth_fraction
-    return (bytes_moved + eff.memory_half_bytes) / bw * cache_miss_slowdown(bytes_moved, eff)
+    return (bytes_moved + eff.memory_half_bytes) / bw * cache_miss_slowdown(max(bytes_moved, working_set_bytes), eff)
 
 
 def cache_miss_slowdown(bytes_moved: float, eff: Efficiency) -> float:

@@ -225,13 +225,16 @@ def conv_stride(op: Op) -> tuple[int, ...] | None:
 
 
 def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficiency,
-            tp: int = 1, sp: bool = False, ep: int = 1, moe_imbalance: float = 1.0, stack=None) -> OpCost:
+            tp: int = 1, sp: bool = False, ep: int = 1, moe_imbalance: float = 1.0, stack=None,
+            backward_working_set_bytes: float = 0.0) -> OpCost:
     """Roofline seconds of ``op`` for one micro-batch of ``micro_batch`` samples on one rank.
 
     ``moe_imbalance`` (≥ 1): the busiest expert rank receives that many times its fair share of
     tokens, and every rank waits for it (expert ops only). ``stack`` (a ``Stack``): the fused
     attention kernel family, and how much of the eager elementwise / norm traffic and launches
-    its fusion leaves."""
+    its fusion leaves. ``backward_working_set_bytes``: the activations the step saves for its backward
+    (per micro-batch, this rank): what a backward op's reads compete with in a cache tier
+    (``memory_seconds``; only devices with ``Efficiency.cache_bytes`` > 0 notice)."""
     f = shard_factors(op, tp, sp, ep)
     kernel = _kernel_for(op, eff, stack)
     fusable = stack is not None and op.op_class in _FUSABLE
@@ -266,7 +269,7 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
             work = strided_agrad_factor(conv_stride(op), eff) if phase == "agrad" else 1.0
             t_c = compute_seconds(flops * run * work, op.op_class, device, dtype, eff, gemm, m_rows, phase,
                                   op.kind)
-        t_m = memory_seconds(bytes_moved, device, eff)
+        t_m = memory_seconds(bytes_moved, device, eff, backward_working_set_bytes if phase != "fw" else 0.0)
         kernels = _MATERIALISED_KERNELS if sequential else launches
         if sequential:
             sec = t_c + t_m + eff.launch_overhead_s * kernels

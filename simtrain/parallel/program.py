@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from simtrain.cost.compute import device_efficiency, memory_seconds
 from simtrain.cost.memory import ParamMemory, param_memory
-from simtrain.cost.op_cost import OpCost, op_cost
+from simtrain.cost.op_cost import OpCost, op_cost, saved_bytes
 from simtrain.cost.optimizer import impl_kernels, impl_of_config, impl_passes
 from simtrain.cost.precision import Regime, regime
 from simtrain.graph.model import Model
@@ -118,6 +118,7 @@ class _OpCoster:
         self.micro = lay.micro_batch / lay.cp  # context parallelism splits every sequence cp ways
         key = ("costs", id(self.device), reg.precision, self.micro, lay.tp, sp, lay.ep, moe_imbalance, stack)
         memo = model_index(model).memo if model is not None else {}
+        self.saved_set = saved_set_bytes(model, self.micro, reg, lay, sp) if self.eff.cache_bytes > 0 else 0.0
         entry = memo.get(key)
         if entry is None or entry[0] is not self.device:  # id reuse after a device was freed
             entry = memo[key] = (self.device, {})
@@ -128,9 +129,18 @@ class _OpCoster:
         c = self.cache.get(key)
         if c is None:
             c = op_cost(op, self.micro, self.reg, self.device, self.eff, self.lay.tp, self.sp, self.lay.ep,
-                        self.imbalance, self.stack)
+                        self.imbalance, self.stack, self.saved_set)
             self.cache[key] = c
         return c
+
+
+def saved_set_bytes(model: Model | None, micro: float, reg: Regime, lay: Layout, sp: bool) -> float:
+    """Activations the whole model saves for backward, per micro-batch on one rank: the backward's
+    working set for a cache tier. Under 1F1B a stage holds up to p micro-batches of its L/p layers in
+    flight, about one micro-batch of the whole model, so the whole model is taken for every layout."""
+    if model is None:
+        return 0.0
+    return sum(saved_bytes(op, micro, reg, lay.tp, sp, lay.ep) for op in model.ops)
 
 
 def _recomputed(op: Op, cfg: TrainConfig, repeated: bool) -> bool:

@@ -332,3 +332,33 @@ def test_norm_kinds_fit_their_own_curves_and_the_class_curve():
     # a kind measured forward only runs its backward on its forward curve
     assert eff.phase_curve(OpClass.NORM, "agrad", "layernorm") == eff.kind_compute["layernorm"]
     assert eff.phase_curve(OpClass.NORM, "agrad", "groupnorm") == eff.compute[OpClass.NORM]
+
+
+def test_merge_passes_takes_the_median_of_pass_medians():
+    from simtrain.calibrate.robust import merge_passes
+    def r(median, p10, p90, engine):
+        return Row("gemm", OpClass.MATMUL, DType.FP32, {"m": 8, "autograd_call_s": engine}, 1.0, 1.0, median, p10, p90, 5)
+    merged = merge_passes([[r(1.0, 0.9, 1.1, 1e-5)], [r(3.0, 2.8, 3.3, 2e-5)], [r(1.2, 1.1, 1.4, 1e-5)]])
+    assert len(merged) == 1  # the engine cost differs between passes: still one benchmark
+    m = merged[0]
+    assert (m.median_s, m.p10_s, m.p90_s, m.repeats) == (1.2, 0.9, 3.3, 15)  # one slow pass: one vote
+    assert (m.ci_low_s, m.ci_high_s) == (1.0, 3.0)
+    assert merge_passes([[r(1.0, 0.9, 1.1, 0.0)]])[0].median_s == 1.0
+
+
+def test_backward_working_set_decides_the_cache_share():
+    import simtrain as st
+    dev = st.load_device("host-cpu")
+    eff = _eff(cache_bytes=1e6, cache_miss_bandwidth_fraction=0.25)
+    alone = memory_seconds(5e5, dev, eff)  # fits: one tier
+    # the same 0.5 MB read in a backward whose saved set is 4 MB: h = 0.25 → 0.25 + 0.75 / 0.25 = 3.25
+    assert memory_seconds(5e5, dev, eff, working_set_bytes=4e6) == pytest.approx(3.25 * alone)
+    assert memory_seconds(5e5, dev, _EFF, working_set_bytes=4e6) == memory_seconds(5e5, dev, _EFF)  # no tier
+
+
+def test_grouped_convolutions_have_their_own_curve_key():
+    from simtrain.cost.compute import GROUPED_CONV_KIND, curve_kind
+    from simtrain.graph.op import Gemm
+    assert curve_kind("conv2d", OpClass.CONV, Gemm(64, 4, 36, 8)) == GROUPED_CONV_KIND  # 8 groups
+    assert curve_kind("conv2d", OpClass.CONV, Gemm(64, 32, 288, 1)) == "conv2d"          # dense
+    assert curve_kind("bmm", OpClass.MATMUL, Gemm(64, 64, 64, 8)) == "bmm"               # batched GEMM: not a conv
