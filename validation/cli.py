@@ -21,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(the 1-thread set for DDP is <stem>.t1.json beside it)")
     p.add_argument("--models", default=None, help="comma-separated zoo and unseen models (default: all)")
     p.add_argument("--repeats", type=int, default=None, help="timed steps per model (default 2 quick, 15 full)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="alternate calibration passes and step timings this many times and compare medians "
+                        "(default 1 quick, 3 full; later passes are saved as <stem>.round<k>.json)")
 
 
 def config_from_args(args: argparse.Namespace, command: str = ""):
@@ -32,6 +35,8 @@ def config_from_args(args: argparse.Namespace, command: str = ""):
         over["models"] = tuple(m.strip() for m in args.models.split(",") if m.strip())
     if args.repeats:
         over["repeats"] = args.repeats
+    if args.rounds:
+        over["rounds"] = args.rounds
     return quick_config(**over) if args.quick else full_config(**over)
 
 

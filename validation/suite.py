@@ -33,7 +33,7 @@ import torch
 
 from simtrain.calibrate.fit import profile_link
 from simtrain.calibrate.machine import machine_slug
-from validation import ddp, pipeline, run_calibration, steps
+from validation import ddp, pipeline, rounds, run_calibration, steps
 from validation.calibration import Calibrated, calibrated, one_thread_path, refined
 from validation.diagnose import class_markdown
 from validation.outdir import cached_measurements_path, default_out_dir
@@ -72,6 +72,9 @@ class SuiteConfig:
     """Before each model, wait up to this long for the sentinel to return to calibration speed."""
     diagnose: bool = False
     """Profile each model's step and compare per op class (validation/diagnose.py)."""
+    rounds: int = 1
+    """Alternate calibration passes and step timings this many times and compare medians
+    (validation/rounds.py): both sides then sample the same drifting machine."""
     command: str = ""
     extra_notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -88,7 +91,7 @@ def full_config(**over) -> SuiteConfig:
                        ddp_jobs=(("mlp", "medium", 64), ("cnn_bn", "medium", 16), ("resnet18", "medium", 4),
                                  ("gpt", "medium", 4)),
                        ddp_repeats=10, loader_cases=pipeline.CASES, loader_batches=30, diagnose=True,
-                       wait_for_speed_s=180.0)
+                       wait_for_speed_s=180.0, rounds=3)
     return replace(base, **over)
 
 
@@ -125,7 +128,7 @@ def _diagnose(w, res, cal: Calibrated, device: str) -> list[dict]:
     return diagnose.class_table(predicted, measured, wall)
 
 
-def _single_device(cfg: SuiteConfig, cal: Calibrated, log) -> tuple[list[Case], dict]:
+def _single_device(cfg: SuiteConfig, cal: Calibrated, log) -> tuple[list[Case], dict, list]:
     """Step / FLOPs / saved-bytes (/ peak memory) cases, the per-class diagnosis by case, and the
     measured steps as calibration runs (validation/run_calibration.py)."""
     cases, diag, runs = [], {}, []
@@ -151,10 +154,14 @@ def _single_device(cfg: SuiteConfig, cal: Calibrated, log) -> tuple[list[Case], 
                 f"{step.measured * 1e3:9.2f} ms  ({step.error_pct:+.1f} %)  [{time.perf_counter() - t0:.1f} s]")
     finally:
         torch.set_num_threads(saved_threads)
+    return cases, diag, runs
+
+
+def _run_cases(runs, cal: Calibrated, log) -> list[Case]:
     got = run_calibration.run_cases(runs, cal.step_device)
     if got:
         log(f"runs as calibration input: {len(got)} cases (zoo → unseen, leave-one-out)")
-    return cases + got, diag
+    return got
 
 
 def _ddp(cfg: SuiteConfig, cal1: Calibrated, log) -> list[Case]:
@@ -267,7 +274,10 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = _log_default) -> Su
     cfg = replace(cfg, out_dir=out_dir, command=cfg.command or shlex.join(sys.argv))
     cal, cal1 = _calibrations(cfg, log)
     cal = refined(cal, log)  # the in-step per-op cost, measured right before the steps it predicts
-    cases, diag = _single_device(cfg, cal, log)
+    cases, diag, runs = _single_device(cfg, cal, log)
+    if cfg.rounds > 1:
+        cal, cases, runs = rounds.more_rounds(cfg, cal, cases, runs, log)
+    cases += _run_cases(runs, cal, log)
     if cal1 is not None:
         cal1 = cal if cal1.measurements is cal.measurements else refined(cal1, log)
         cases += _ddp(cfg, cal1, log)

@@ -1,0 +1,112 @@
+"""Repeated rounds: the calibration and the step timings sampled alike over time (issue 12).
+
+On a shared machine the speed drifts over minutes — on this project's 2-core VM the same
+microbenchmark rows re-timed ten minutes apart move by a median 0.6–1.3× per benchmark group, and
+a zoo model's step by ±15 % — while one calibration and one step timing are each a snapshot. A
+prediction then compares two different machines. With ``rounds`` R > 1 the suite alternates
+
+    calibration pass 1, every step · calibration pass 2, every step · … · pass R, every step
+
+and compares the calibration fitted to the median of the R passes (``robust.merge_passes``) with each
+step's median over the R rounds: both sides see the same mix of machine states. Round 1 is the suite's
+usual single-device run (FLOPs, saved bytes and the per-class diagnosis come from it); later rounds
+only re-time. The per-round step times are kept in each case's ``detail.rounds_s``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from simtrain.calibrate.fit import fit
+from simtrain.calibrate.measure import measure
+from simtrain.calibrate.records import Measurements
+from simtrain.calibrate.robust import merge_passes
+from validation import steps
+from validation.calibration import Calibrated, refined
+from validation.report import Case
+from validation.run_calibration import MeasuredRun
+from validation.workloads import unseen_workloads, workloads
+
+__all__ = ["round_path", "more_rounds"]
+
+_STEP_METRICS = {"step_time": "step_time_plain", "step_time_unseen": "step_time_plain_unseen"}
+
+
+def round_path(path: Path | None, k: int) -> Path | None:
+    """Where round ``k`` (≥ 2)'s calibration pass is saved beside round 1's measurements file."""
+    return None if path is None else path.with_name(f"{path.stem}.round{k}.json")
+
+
+def _pass(cal: Calibrated, k: int, log) -> Measurements:
+    path = round_path(cal.path, k)
+    if path is not None and path.exists():
+        return Measurements.load(path)
+    m0 = cal.measurements
+    m = measure(m0.machine.device, grid=m0.settings.get("grid"), threads=m0.machine.threads, collectives=False,
+                log=lambda s: log(f"  {s}"))
+    if path is not None:
+        m.save(path)
+    return m
+
+
+def _merged(cal: Calibrated, passes: list[Measurements]) -> Calibrated:
+    m0 = cal.measurements
+    rows = merge_passes([m.rows for m in passes])
+    settings = dict(m0.settings, passes=len(passes), rounds=len(passes))
+    m = Measurements(tuple(rows), m0.machine, settings, m0.unsupported, wall_s=sum(p.wall_s for p in passes))
+    c = fit(m)
+    return replace(cal, measurements=m, calibration=c, step_device=c.device, overhead=None)
+
+
+def _retime(cfg, threads: int) -> dict[str, float]:
+    out = {}
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for w in workloads(cfg.size, cfg.models) + unseen_workloads(cfg.size, cfg.models):
+            module, inputs, loss_fn = w.build(cfg.device, 0)
+            step = steps.train_step(module, inputs, loss_fn, steps.make_optimizer(w.optimizer, module.parameters(),
+                                                                                   cfg.device))
+            out[w.case] = steps.time_steps(step, cfg.device, cfg.warmup, cfg.repeats).median_s
+    finally:
+        torch.set_num_threads(saved)
+    return out
+
+
+def more_rounds(cfg, cal: Calibrated, cases: list[Case], runs: list[MeasuredRun],
+                log: Callable[[str], None]) -> tuple[Calibrated, list[Case], list[MeasuredRun]]:
+    """Rounds 2..``cfg.rounds``; returns the merged calibration and the step cases and runs re-stated
+    on it (predictions from the merged profile, measured = the median over rounds)."""
+    passes, times = [cal.measurements], {r.case: [r.step_time_s] for r in runs}
+    for k in range(2, cfg.rounds + 1):
+        t0 = time.perf_counter()
+        log(f"round {k} of {cfg.rounds}: calibration pass")
+        passes.append(_pass(cal, k, log))
+        for case, t in _retime(cfg, cal.threads).items():
+            times[case].append(t)
+        log(f"round {k}: steps re-timed [{time.perf_counter() - t0:.0f} s]")
+    merged = refined(_merged(cal, passes), log)
+    by_case = {r.case: r for r in runs}
+    out_cases = []
+    for c in cases:
+        run = by_case.get(c.case)
+        if run is None or c.metric not in (*_STEP_METRICS, *_STEP_METRICS.values()):
+            out_cases.append(c)
+            continue
+        device = merged.step_device if c.metric in _STEP_METRICS else merged.device
+        predicted = steps.predict_step(run.model, device, run.batch, run.optimizer).step_time_s
+        out_cases.append(replace(c, predicted=predicted, measured=statistics.median(times[c.case]),
+                                 detail=dict(c.detail, rounds_s=times[c.case], device=device.name)))
+    new_runs = [replace(r, step_time_s=statistics.median(times[r.case])) for r in runs]
+    for c in out_cases:
+        if c.metric in _STEP_METRICS:
+            log(f"{c.case:24s} over {cfg.rounds} rounds: predicted {c.predicted * 1e3:9.2f} ms  measured "
+                f"{c.measured * 1e3:9.2f} ms  ({c.error_pct:+.1f} %)  rounds "
+                + " ".join(f"{t * 1e3:.1f}" for t in c.detail["rounds_s"]))
+    return merged, out_cases, new_runs
