@@ -79,7 +79,8 @@ def run_trial(prepared, cluster, steps: int, repeats: int, tmp: Path, trial: int
     steady = max(before_s, after_s) / min(before_s, after_s) <= _STEADY and slow <= _STEADY
     rows = []
     for a, (wa, ma, _) in prepared.items():
-        cal = calibrate_classes(traces[a], ma, cluster, train_config(wa.batch, wa.optimizer))
+        cal = calibrate_classes(traces[a], ma, cluster, train_config(wa.batch, wa.optimizer),
+                                untraced_step_s=measured[a])
         applied = cal.apply(cluster)
         gap = read_profiler_trace(traces[a]).gap_s
         for b, (wb, mb, _) in prepared.items():

@@ -33,7 +33,8 @@ from simtrain.calibrate.trace import OPTIMIZER, TraceTimes, read_profiler_trace
 from simtrain.errors import SimtrainError, SpecError
 from simtrain.glossary import OpClass
 
-__all__ = ["predicted_groups", "calibrate_classes", "MIN_SHARE", "RIDGE", "group_factor"]
+__all__ = ["predicted_groups", "calibrate_classes", "MIN_SHARE", "RIDGE", "group_factor",
+           "without_profiler_overhead"]
 
 MIN_SHARE = 0.03
 """A group needs this share of the trace's attributed time to be fitted (below it the trace's
@@ -159,15 +160,35 @@ def _times(trace, steps: int | None) -> TraceTimes:
     raise SimtrainError(f"trace: expected a path or a TraceTimes, got {type(trace).__name__}")
 
 
-def calibrate_classes(trace, model, cluster, config, steps: int | None = None):
+def without_profiler_overhead(times: TraceTimes, untraced_step_s: float) -> TraceTimes:
+    """``times`` less the profiler's own cost: the traced step ran ``step_s − untraced_step_s`` longer
+    than the same step timed without the profiler; that excess is the instrumentation recorded around
+    every unit (op call, autograd node), so each group gives back its units × the excess per unit,
+    floored at a tenth of its time. Unchanged without step markers or when the trace was not slower.
+    (Trace-driven simulators subtract the tracer's per-event cost the same way before replaying.)"""
+    from dataclasses import replace
+    units = sum(times.units.values())
+    if times.step_s is None or units <= 0 or times.step_s <= untraced_step_s:
+        return times
+    per_unit = (times.step_s - untraced_step_s) / units
+    seconds = {g: max(s - times.units.get(g, 0.0) * per_unit, 0.1 * s) for g, s in times.seconds.items()}
+    return replace(times, seconds=seconds, step_s=untraced_step_s)
+
+
+def calibrate_classes(trace, model, cluster, config, steps: int | None = None,
+                      untraced_step_s: float | None = None):
     """Fit per-class factors so the estimator reproduces the trace's per-class times (module docstring).
 
     ``trace``: a ``torch.profiler`` Chrome trace path or :class:`TraceTimes`; ``model`` / ``cluster`` /
-    ``config``: what the traced run trained, on what, how (names, paths or objects, as ``st.estimate``)."""
+    ``config``: what the traced run trained, on what, how (names, paths or objects, as ``st.estimate``).
+    ``untraced_step_s``: the same step timed without the profiler; the trace's own overhead is then
+    taken out first (:func:`without_profiler_overhead`)."""
     from simtrain.calibrate.runs import Calibration, ClassFit
     from simtrain.inputs import as_cluster, as_config, as_model
     model, cluster, config = as_model(model), as_cluster(cluster), as_config(config)
     times = _times(trace, steps)
+    if untraced_step_s is not None:
+        times = without_profiler_overhead(times, untraced_step_s)
     before = predicted_groups(model, cluster, config)
     groups = _fittable(times, before)
     if not groups:
