@@ -188,7 +188,9 @@ def calibrate_classes(trace, model, cluster, config, steps: int | None = None,
     model, cluster, config = as_model(model), as_cluster(cluster), as_config(config)
     times = _times(trace, steps)
     if untraced_step_s is not None:
-        times = without_profiler_overhead(times, untraced_step_s)
+        if not (isinstance(untraced_step_s, (int, float)) and math.isfinite(untraced_step_s) and untraced_step_s > 0):
+            raise SpecError.one(None, "untraced_step_s", f"must be a positive number of seconds, got {untraced_step_s!r}")
+        times = without_profiler_overhead(times, float(untraced_step_s))
     before = predicted_groups(model, cluster, config)
     groups = _fittable(times, before)
     if not groups:

@@ -63,6 +63,8 @@ def register(subparsers) -> None:
     t.add_argument("--model", help="the traced model (library name or model YAML)")
     t.add_argument("--hardware", default="host-cpu", help="device / cluster name or path (default host-cpu)")
     t.add_argument("--steps", type=int, help="training steps in the trace (default: its step markers)")
+    t.add_argument("--untraced-step-time", type=float, dest="untraced_step_s", metavar="SECONDS",
+                   help="the same step timed without the profiler: the trace's own overhead is taken out first")
     for flag, typ in _TRACE_CONFIG.items():
         t.add_argument(f"--{flag}", type=typ, dest=flag.replace("-", "_"))
     p.set_defaults(func=run)
@@ -116,7 +118,7 @@ def _from_trace(args: argparse.Namespace) -> int:
     fields.setdefault("micro_batch_size", fields["global_batch_size"])
     cfg = TrainConfig.build("(flags)", **fields)
     cal = calibrate_classes(args.trace, load_model(args.model), hardware_cluster(args.hardware, arg="--hardware"),
-                            cfg, steps=args.steps)
+                            cfg, steps=args.steps, untraced_step_s=args.untraced_step_s)
     out = args.out if args.out != Path("profile.yaml") else Path("calibration.yaml")
     cal.to_yaml(out)
     print(cal.summary())

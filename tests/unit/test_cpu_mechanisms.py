@@ -362,3 +362,18 @@ def test_grouped_convolutions_have_their_own_curve_key():
     assert curve_kind("conv2d", OpClass.CONV, Gemm(64, 4, 36, 8)) == GROUPED_CONV_KIND  # 8 groups
     assert curve_kind("conv2d", OpClass.CONV, Gemm(64, 32, 288, 1)) == "conv2d"          # dense
     assert curve_kind("bmm", OpClass.MATMUL, Gemm(64, 64, 64, 8)) == "bmm"               # batched GEMM: not a conv
+
+
+def test_profiler_overhead_is_taken_out_per_unit():
+    from simtrain.calibrate.trace import TraceTimes
+    from simtrain.calibrate.trace_fit import without_profiler_overhead
+    t = TraceTimes(seconds={"matmul": 0.080, "elementwise": 0.015}, steps=5, step_s=0.110,
+                   units={"matmul": 10.0, "elementwise": 90.0})
+    # traced 110 ms vs 100 ms untraced: 10 ms over 100 units = 0.1 ms per unit
+    got = without_profiler_overhead(t, 0.100)
+    assert got.seconds["matmul"] == pytest.approx(0.080 - 10 * 1e-4)
+    assert got.seconds["elementwise"] == pytest.approx(0.015 - 90 * 1e-4)
+    assert got.step_s == 0.100
+    assert without_profiler_overhead(t, 0.120) is t  # the trace was not slower: nothing to take out
+    heavy = without_profiler_overhead(t, 0.010)      # an excess larger than a group: floored at 10 %
+    assert heavy.seconds["elementwise"] == pytest.approx(0.0015)
