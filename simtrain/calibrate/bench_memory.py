@@ -27,38 +27,53 @@ if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle thro
     from simtrain.calibrate.bench_ops import Bench
     from simtrain.calibrate.grids import Grid
 
-__all__ = ["MMAP_THRESHOLD_MAX_BYTES", "bench_first_touch", "fit_first_touch", "last_level_cache_bytes"]
+__all__ = ["MMAP_THRESHOLD_MAX_BYTES", "bench_first_touch", "fit_first_touch", "last_level_cache_bytes",
+           "paired_rows", "median_pair_rate"]
 
 MMAP_THRESHOLD_MAX_BYTES = 32 * 2**20
 """glibc's ceiling on the dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX, malloc.c)."""
 
 
-def bench_first_touch(b: Bench, grid: Grid) -> list[Row]:
-    """CPU only: ``torch.empty(n).fill_(1)`` (fresh pages) and ``buf.fill_(1)`` (reused) per size."""
+def paired_rows(b: Bench, bench: str, flag: str, sizes, with_cost, without) -> list[Row]:
+    """CPU only: per fp32 element count, one row timing ``with_cost(n, buf)`` (``flag`` True) and one
+    ``without(n, buf)`` (False) on the same preallocated buffer: the difference is the cost alone."""
     import torch
     if b.device != "cpu":
         return []
     rows: list[Row] = []
-    for numel in grid.first_touch_numel:
+    for numel in sizes:
         buf = torch.empty(numel, device=b.device)
-        nbytes = 4.0 * numel
-        for fresh in (True, False):
-            fn = (lambda n=numel: torch.empty(n).fill_(1.0)) if fresh else (lambda t=buf: t.fill_(1.0))
-            rows.append(b.row("first_touch", None, DType.FP32, {"numel": numel, "fresh": fresh},
-                              (0.0, nbytes), fn))
+        for on, make in ((True, with_cost), (False, without)):
+            rows.append(b.row(bench, None, DType.FP32, {"numel": numel, flag: on}, (0.0, 4.0 * numel),
+                              lambda n=numel, t=buf, f=make: f(n, t)))
     return rows
+
+
+def median_pair_rate(rows: Sequence[Row], bench: str, flag: str, per_element: float) -> float | None:
+    """The median over sizes of per_element · numel / (t_on − t_off) from :func:`paired_rows`' rows;
+    None when no pair has t_on > t_off."""
+    by = {(int(r.params["numel"]), bool(r.params[flag])): r.median_s for r in rows if r.bench == bench}
+    rates = sorted(per_element * n / (by[(n, True)] - by[(n, False)]) for n, on in by
+                   if on and (n, False) in by and by[(n, True)] > by[(n, False)])
+    if not rates:
+        return None
+    mid = len(rates) // 2
+    return rates[mid] if len(rates) % 2 else 0.5 * (rates[mid - 1] + rates[mid])
+
+
+def bench_first_touch(b: Bench, grid: Grid) -> list[Row]:
+    """CPU only: ``torch.empty(n).fill_(1)`` (fresh pages) and ``buf.fill_(1)`` (reused) per size."""
+    import torch
+    return paired_rows(b, "first_touch", "fresh", grid.first_touch_numel,
+                       lambda n, _buf: torch.empty(n).fill_(1.0), lambda _n, buf: buf.fill_(1.0))
 
 
 def fit_first_touch(rows: Sequence[Row]) -> dict[str, float]:
     """``first_touch_bytes_per_s``: the median over sizes of bytes / (t_fresh − t_reused), and
     ``first_touch_min_bytes`` = the mmap threshold ceiling; empty when no usable pair was measured."""
-    by = {(int(r.params["numel"]), bool(r.params["fresh"])): r.median_s for r in rows if r.bench == "first_touch"}
-    rates = sorted(4.0 * n / (by[(n, True)] - by[(n, False)]) for n, fresh in by
-                   if fresh and (n, False) in by and by[(n, True)] > by[(n, False)])
-    if not rates:
+    rate = median_pair_rate(rows, "first_touch", "fresh", 4.0)
+    if rate is None:
         return {}
-    mid = len(rates) // 2
-    rate = rates[mid] if len(rates) % 2 else 0.5 * (rates[mid - 1] + rates[mid])
     return {"first_touch_bytes_per_s": rate, "first_touch_min_bytes": float(MMAP_THRESHOLD_MAX_BYTES)}
 
 

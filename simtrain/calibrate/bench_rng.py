@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from simtrain.calibrate.bench_memory import median_pair_rate, paired_rows
 from simtrain.calibrate.records import Row
-from simtrain.glossary import DType
 
 if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle through the package
     from simtrain.calibrate.bench_ops import Bench
@@ -32,26 +32,12 @@ KEEP_PROBABILITY = 0.9
 
 def bench_rng(b: Bench, grid: Grid) -> list[Row]:
     """CPU only: ``buf.bernoulli_(0.9)`` (draws) and ``buf.fill_(0.9)`` (same write) per size."""
-    import torch
-    if b.device != "cpu":
-        return []
-    rows: list[Row] = []
-    for numel in grid.rng_numel:
-        buf = torch.empty(numel, device=b.device)
-        nbytes = 4.0 * numel
-        for draw in (True, False):
-            fn = (lambda t=buf: t.bernoulli_(KEEP_PROBABILITY)) if draw else (lambda t=buf: t.fill_(KEEP_PROBABILITY))
-            rows.append(b.row("rng", None, DType.FP32, {"numel": numel, "draw": draw}, (0.0, nbytes), fn))
-    return rows
+    return paired_rows(b, "rng", "draw", grid.rng_numel, lambda _n, buf: buf.bernoulli_(KEEP_PROBABILITY),
+                       lambda _n, buf: buf.fill_(KEEP_PROBABILITY))
 
 
 def fit_rng(rows: Sequence[Row]) -> dict[str, float]:
     """``rng_draws_per_s``: the median over sizes of numel / (t_draw − t_fill); empty when no usable
     pair was measured."""
-    by = {(int(r.params["numel"]), bool(r.params["draw"])): r.median_s for r in rows if r.bench == "rng"}
-    rates = sorted(n / (by[(n, True)] - by[(n, False)]) for n, draw in by
-                   if draw and (n, False) in by and by[(n, True)] > by[(n, False)])
-    if not rates:
-        return {}
-    mid = len(rates) // 2
-    return {"rng_draws_per_s": rates[mid] if len(rates) % 2 else 0.5 * (rates[mid - 1] + rates[mid])}
+    rate = median_pair_rate(rows, "rng", "draw", 1.0)
+    return {} if rate is None else {"rng_draws_per_s": rate}
