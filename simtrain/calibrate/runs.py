@@ -10,7 +10,8 @@ Method: least squares on ``log(predicted / measured)`` over the records, in log-
 the bounds of :mod:`simtrain.calibrate.factors`, through ``st.estimate`` itself (so every mechanism of
 the model is in the loop). How many factors: :func:`factors_for` (one run fits one), in the priority order compute,
 communication, memory, launch, skipping any the records cannot see (a factor that moves no
-prediction by ≥ 1 % when doubled). Uncertainty: the standard error of each log-factor from the
+prediction by ≥ 1 % when doubled) and dropping, one at a time, any the fit cannot pin
+(:data:`MAX_UNCERTAINTY`). Uncertainty: the standard error of each log-factor from the
 Gauss-Newton covariance ``s² (JᵀJ)⁻¹``, with ``s`` the residual scatter — never below
 :data:`RUN_NOISE`, the run-to-run spread of a measured step time — reported as a relative (±)
 figure. Leave-one-out: each record predicted by a fit on the others (needs ≥ 2 records).
@@ -30,13 +31,18 @@ from simtrain.calibrate.factors import BOUNDS, FACTORS, check_factors, scaled_cl
 from simtrain.errors import SpecError
 from simtrain.specs.base import Spec
 
-__all__ = ["RunRecord", "Calibration", "RecordFit", "ClassFit", "calibrate_runs", "load_calibration", "RUN_NOISE"]
+__all__ = ["RunRecord", "Calibration", "RecordFit", "ClassFit", "calibrate_runs", "load_calibration", "RUN_NOISE",
+           "MAX_UNCERTAINTY"]
 
 RUN_NOISE = 0.02
 """Relative run-to-run spread of a measured step time (steady-state steps of one job vary by ~1–3 %):
 the floor of the residual scatter used for the uncertainty."""
 
 _SENSITIVITY_MIN = 0.01
+MAX_UNCERTAINTY = 0.5
+"""A factor chosen automatically whose fitted value is uncertain by more than ± this (relative), or
+that sits at a bound (unbounded uncertainty), is dropped and the others refitted: the runs do not
+identify it, and a free factor the data cannot pin only moves predictions elsewhere at random."""
 
 
 @dataclass(frozen=True)
@@ -274,6 +280,13 @@ def calibrate_runs(records, factors: list[str] | None = None) -> Calibration:
     else:
         names = _identifiable(records, factors_for(len(records)))
     theta, residuals, jac = _fit(records, names)
+    while factors is None and len(names) > 1:
+        unc = _uncertainty(names, residuals, jac)
+        worst = max(names, key=lambda n: unc[n])
+        if unc[worst] <= MAX_UNCERTAINTY:
+            break
+        names = [n for n in names if n != worst]  # the runs cannot pin it: refit without it
+        theta, residuals, jac = _fit(records, names)
     fitted = dict(zip(names, (float(v) for v in np.exp(theta)), strict=True))
     loo = _leave_one_out(records, names) if len(records) >= 2 else [None] * len(records)
     fits = [_record_fit(rec, fitted, p) for rec, p in zip(records, loo, strict=True)]
