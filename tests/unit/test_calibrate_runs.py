@@ -128,3 +128,21 @@ def test_summary_reads(node):
     text = st.calibrate_runs(recs).summary()
     assert "compute" in text and "megatron-core" in text and "leave-one-out" in text
     assert math.isfinite(st.calibrate_runs(recs).factors["compute"])
+
+
+def test_factors_the_runs_cannot_pin_are_dropped_and_the_rest_refitted(node, monkeypatch):
+    """Four runs allow two factors; when the fit leaves the second uncertain beyond ± 50 % it is
+    dropped and the first refitted alone (forced factors are kept as asked)."""
+    import simtrain.calibrate.runs as runs
+    recs = _synthetic({"compute": 0.8}, node, CASES[:4])
+    real = runs._uncertainty
+
+    def shaky(names, residuals, jac):
+        out = real(names, residuals, jac)
+        return {n: (5.0 if i == 1 else u) for i, (n, u) in enumerate(out.items())}
+    monkeypatch.setattr(runs, "_uncertainty", shaky)
+    cal = st.calibrate_runs(recs)
+    assert list(cal.factors) == ["compute"]
+    assert cal.factors["compute"] == pytest.approx(0.8, rel=5e-3)
+    forced = st.calibrate_runs(recs, factors=["compute", "communication"])
+    assert list(forced.factors) == ["compute", "communication"]
