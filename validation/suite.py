@@ -222,6 +222,11 @@ def rerender(json_path: Path) -> dict[str, Path]:
 
 def _notes(cfg: SuiteConfig, cases: list[Case], cal: Calibrated) -> list[str]:
     notes = list(cfg.extra_notes)
+    if cfg.rounds > 1:
+        notes.append(f"{cfg.rounds} rounds (validation/rounds.py): calibration passes alternated with step timings; "
+                     "step predictions come from the profile fitted to the median of the passes, measured step "
+                     "times are the median over rounds (per-round times in detail.rounds_s); FLOPs, saved bytes "
+                     "and the per-class table are from round 1.")
     if cal.overhead is not None:
         o = cal.overhead
         notes.append(f"step-time device = st.calibrate's device + {o.per_launch_s * 1e6:.2f} µs per op launch, the "
