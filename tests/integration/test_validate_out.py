@@ -78,3 +78,12 @@ def test_suite_never_loads_a_stale_unkeyed_cache(monkeypatch, tmp_path):
         suite._calibrations(suite.quick_config(out_dir=tmp_path), lambda _m: None)
     assert seen and seen[0] != stale
     assert seen[0].parent == tmp_path and outdir.cache_key("cpu") in seen[0].name
+
+
+def test_rounds_default_and_flag(tmp_path):
+    from validation.rounds import round_path
+    assert config_from_args(_args("--quick")).rounds == 1
+    assert config_from_args(_args()).rounds == 3  # full mode alternates 3 calibration passes with the steps
+    assert config_from_args(_args("--quick", "--rounds", "2")).rounds == 2
+    assert round_path(tmp_path / "m.json", 2) == tmp_path / "m.round2.json"
+    assert round_path(None, 2) is None
