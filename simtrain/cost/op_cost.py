@@ -224,6 +224,25 @@ def conv_stride(op: Op) -> tuple[int, ...] | None:
     return tuple(max(round(i / o), 1) for i, o in zip(op.shapes[0][1:], op.out_shape[1:], strict=True) if o > 0)
 
 
+def _compute_dtype(op: Op, reg: Regime, fp8: bool) -> DType:
+    """The dtype ``op``'s kernels compute in: fp8 only on linear GEMMs (``runs_in_fp8``), the matrix
+    dtype on other matrix ops, the vector dtype elsewhere."""
+    if reg.matmul_dtype is DType.FP8 and not fp8:
+        return reg.vector_dtype
+    return reg.matmul_dtype if op.op_class in MATRIX_CLASSES else reg.vector_dtype
+
+
+def _phase_bytes(op: Op, phase: str, f: ShardFactors, micro_batch: float, ab: float) -> float:
+    """Activation and fixed-size bytes one phase moves for the micro-batch (before a stack's fusion)."""
+    act = getattr(op.act_read, phase) * f.act_read + getattr(op.act_write, phase) * f.act_write
+    fixed = getattr(op.fixed_read_bytes, phase) + getattr(op.fixed_write_bytes, phase)
+    return (act * ab + fixed * f.act_write) * micro_batch
+
+
+def _weight_bytes(op: Op, phase: str, f: ShardFactors, wb: float) -> float:
+    return (getattr(op.weight_read, phase) + getattr(op.weight_write, phase)) * f.weights * wb
+
+
 def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficiency,
             tp: int = 1, sp: bool = False, ep: int = 1, moe_imbalance: float = 1.0, stack=None,
             backward_working_set_bytes: float = 0.0) -> OpCost:
@@ -243,10 +262,7 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
     if op.tp_split == "expert" and moe_imbalance != 1.0:
         micro_batch = micro_batch * moe_imbalance
     fp8 = runs_in_fp8(op, reg)
-    if reg.matmul_dtype is DType.FP8 and not fp8:
-        dtype = reg.vector_dtype  # fp8 is for linear layers only (runs_in_fp8)
-    else:
-        dtype = reg.matmul_dtype if op.op_class in MATRIX_CLASSES else reg.vector_dtype
+    dtype = _compute_dtype(op, reg, fp8)
     recipe = stack.fp8_recipe if stack is not None else "delayed"
     gemm = _sharded_gemm(op, tp)
     m_rows = (gemm.m * micro_batch) if gemm is not None else 1
@@ -256,10 +272,7 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
     sequential = op.attention is not None and not op.attention.fused
     for phase in ("fw", "agrad", "wgrad"):
         flops = getattr(op.flops, phase) * micro_batch * f.flops
-        act = (getattr(op.act_read, phase) * f.act_read + getattr(op.act_write, phase) * f.act_write)
-        weights = (getattr(op.weight_read, phase) + getattr(op.weight_write, phase)) * f.weights
-        fixed = getattr(op.fixed_read_bytes, phase) + getattr(op.fixed_write_bytes, phase)
-        bytes_moved = ((act * ab + fixed * f.act_write) * micro_batch) * traffic + weights * wb
+        bytes_moved = _phase_bytes(op, phase, f, micro_batch, ab) * traffic + _weight_bytes(op, phase, f, wb)
         if flops == 0 and bytes_moved == 0:
             out.append((0.0, 0.0, 0.0))
             continue
@@ -276,8 +289,7 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         else:
             sec = max(t_c, t_m) + eff.launch_overhead_s * kernels  # legs kept apart for the bottleneck
         sec += _fresh_tensor_s(op, phase, f, micro_batch, ab, wb, eff)
-        if phase == "fw":
-            sec += random_draws_seconds(op, micro_batch, f, eff)
+        sec += random_draws_seconds(op, micro_batch, f, eff) if phase == "fw" else 0.0
         if fp8 and flops:
             cast_s, cast_k = _fp8_cast(phase, gemm, micro_batch, recipe, device, eff)
             sec, kernels = sec + cast_s, kernels + cast_k
