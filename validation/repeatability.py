@@ -14,6 +14,9 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
+import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -88,9 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--passes", type=int, default=1, help="passes over the grid per calibration (st.measure)")
     args = p.parse_args(argv)
-    import os
-    import shlex
-    import sys
     paths = args.measurements or (None, None)
     sets, seconds, load = [], [], []
     for path in paths:

@@ -118,7 +118,12 @@ class _OpCoster:
         self.micro = lay.micro_batch / lay.cp  # context parallelism splits every sequence cp ways
         key = ("costs", id(self.device), reg.precision, self.micro, lay.tp, sp, lay.ep, moe_imbalance, stack)
         memo = model_index(model).memo if model is not None else {}
-        self.saved_set = saved_set_bytes(model, self.micro, reg, lay, sp) if self.eff.cache_bytes > 0 else 0.0
+        self.saved_set = 0.0
+        if self.eff.cache_bytes > 0:  # only a cache tier reads it; kept with the model like the op costs
+            skey = ("saved_set", reg.precision, self.micro, lay.tp, sp, lay.ep)
+            if skey not in memo:
+                memo[skey] = saved_set_bytes(model, self.micro, reg, lay, sp)
+            self.saved_set = memo[skey]
         entry = memo.get(key)
         if entry is None or entry[0] is not self.device:  # id reuse after a device was freed
             entry = memo[key] = (self.device, {})
