@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simtrain.calibrate.base_device import default_base
+from simtrain.calibrate.bench_layout import fit_conv_layout
 from simtrain.calibrate.bench_memory import fit_first_touch
 from simtrain.calibrate.bench_rng import fit_rng
 from simtrain.calibrate.fit_compute import ComputeFit, fit_compute
@@ -103,9 +104,10 @@ def _start_efficiency(base: Device) -> Efficiency:
 def _memory_start(eff: Efficiency, m: Measurements) -> Efficiency:
     """A CPU's memory-system parameters from this machine: the last-level cache size the measurement
     recorded (a cache tier, its miss bandwidth fitted from 0.5), first-touch cost of fresh pages
-    (calibrate/bench_memory.py) and the dropout draw rate (calibrate/bench_rng.py); unchanged where
+    (calibrate/bench_memory.py), the dropout draw rate (calibrate/bench_rng.py) and the NCHW layout
+    reorders of convolutions (calibrate/bench_layout.py); unchanged where
     the measurements have none of them."""
-    update: dict[str, float] = dict(fit_first_touch(m.rows)) | fit_rng(m.rows)
+    update: dict[str, float] = dict(fit_first_touch(m.rows)) | fit_rng(m.rows) | fit_conv_layout(m.rows)
     llc = float(m.settings.get("llc_bytes") or 0.0)
     if llc > 0:
         update.update(cache_bytes=llc, cache_miss_bandwidth_fraction=0.5)

@@ -45,9 +45,12 @@ class Grid:
     backward: bool = True
     first_touch_numel: tuple[int, ...] = ()
     maxpool: tuple[tuple[int, ...], ...] = ()
+    """(N, C, H, W, kernel, stride, pad) of the max-pooling bench (forward and backward)."""
     rng_numel: tuple[int, ...] = ()
     """Elements per call of the random-draw bench (calibrate/bench_rng.py; CPU)."""
-    """(N, C, H, W, kernel, stride, pad) of the max-pooling bench (forward and backward)."""
+    conv_layout: tuple[tuple[int, ...], ...] = ()
+    """Conv shapes (as ``conv``) timed over NCHW and channels-last activations (calibrate/bench_layout.py;
+    CPU): large maps, where the layout reorders are a visible share of the time."""
 
 
 _ALL_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
@@ -62,6 +65,7 @@ _TINY = Grid(
     copy_numel=(1 << 12, 1 << 16, 1 << 20, 1 << 22), optimizer=((4, 1 << 14),), h2d_bytes=(1 << 20,),
     collective_bytes=(1 << 12, 1 << 20), collective_world_sizes=(2,), collective_ops=("all_reduce",),
     first_touch_numel=(12 << 20,), maxpool=((2, 16, 16, 16, 2, 2, 0),), rng_numel=(1 << 16,),
+    conv_layout=((2, 64, 28, 28, 64, 1, 1, 1, 0, 1),),
 )
 
 _QUICK = Grid(
@@ -84,6 +88,8 @@ _QUICK = Grid(
     collective_ops=_ALL_COLLECTIVES, first_touch_numel=(12 << 20, 24 << 20),
     maxpool=((8, 64, 32, 32, 2, 2, 0), (8, 64, 56, 56, 3, 2, 1), (16, 128, 16, 16, 2, 2, 0), (8, 32, 8, 8, 2, 2, 0)),
     rng_numel=(1 << 18, 1 << 20, 1 << 22),
+    # ResNet-50's conv2_x 1×1 reduce and 3×3 (He et al. 2016, Table 1); dense only (bench_layout.py)
+    conv_layout=((8, 256, 56, 56, 64, 1, 1, 1, 0, 1), (8, 64, 56, 56, 64, 3, 3, 1, 1, 1)),
 )
 
 _FULL = replace(
@@ -106,6 +112,8 @@ _FULL = replace(
     copy_numel=tuple(1 << p for p in range(8, 27, 2)),
     optimizer=((32, 1 << 15), (8, 1 << 19), (256, 1024)),
     collective_bytes=tuple(1 << p for p in range(8, 25, 2)), collective_world_sizes=(2, 4),
+    # + ResNet-50's conv3_x 1×1 reduce and expand
+    conv_layout=_QUICK.conv_layout + ((8, 512, 28, 28, 128, 1, 1, 1, 0, 1), (8, 128, 28, 28, 512, 1, 1, 1, 0, 1)),
 )
 
 

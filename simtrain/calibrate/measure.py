@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
+from simtrain.calibrate.bench_layout import bench_conv_layout
 from simtrain.calibrate.bench_memory import bench_first_touch, last_level_cache_bytes
 from simtrain.calibrate.bench_ops import MATRIX_BENCHES, Bench, bench_autograd_call
 from simtrain.calibrate.bench_rng import bench_rng
@@ -33,7 +34,8 @@ __all__ = ["measure", "Measurements", "Row", "BENCH_GROUPS", "sentinel", "SENTIN
 
 #: every benchmark group by name, in run order; ``only=`` selects a subset.
 BENCH_GROUPS: dict[str, Callable[[Bench, Grid], list[Row]]] = {**MATRIX_BENCHES, **VECTOR_BENCHES,
-                                                                "first_touch": bench_first_touch, "rng": bench_rng}
+                                                                "first_touch": bench_first_touch, "rng": bench_rng,
+                                                                "conv_layout": bench_conv_layout}
 #: a group whose closing sentinel GEMM is this much slower than the opening one is measured again
 SENTINEL_SLOWDOWN = 2.0
 

@@ -19,12 +19,18 @@ against these predictions is a fit of the estimator itself (fit and estimate can
 from __future__ import annotations
 
 from simtrain.calibrate.records import Row
-from simtrain.cost.compute import first_touch_seconds, memory_seconds, op_seconds, strided_agrad_factor
+from simtrain.cost.compute import (
+    conv_layout_seconds,
+    first_touch_seconds,
+    memory_seconds,
+    op_seconds,
+    strided_agrad_factor,
+)
 from simtrain.glossary import DTYPE_BYTES
 from simtrain.graph.op import Gemm
 from simtrain.specs.hardware import Device, Efficiency
 
-__all__ = ["row_gemm", "row_output_bytes", "predict_row", "row_agrad_factor", "predict_collective"]
+__all__ = ["row_gemm", "row_output_bytes", "predict_row", "row_agrad_factor", "row_conv_layout_bytes", "predict_collective"]
 
 #: vector benches that allocate their output (bench_vector.py) → its element count from the row's params
 _OUTPUT_NUMEL = {"layernorm": ("rows", "cols"), "rmsnorm": ("rows", "cols"), "softmax": ("rows", "cols"),
@@ -68,13 +74,25 @@ def predict_row(row: Row, device: Device, eff: Efficiency, own_kind: bool = True
     gemm, m_rows = row_gemm(row)
     parts = row.calls
     phases = ("fw",) * parts if row.phase == "fw" else ("agrad", "wgrad", "bw", "bw")[:parts]
-    total = first_touch_seconds(row_output_bytes(row), eff)
+    total = first_touch_seconds(row_output_bytes(row), eff) + conv_layout_seconds(row_conv_layout_bytes(row), eff)
     for phase in phases:
         work = row_agrad_factor(row, eff) if phase == "agrad" else 1.0
         total += op_seconds(work * row.flops / parts, row.bytes_moved / parts, row.op_class, device, row.dtype,
                             gemm=gemm, efficiency=eff, m_rows=m_rows, phase=phase,
                             kind=row.bench if own_kind else None)
     return total
+
+
+def row_conv_layout_bytes(row: Row) -> float:
+    """Activation bytes a conv row's NCHW tensors put through layout reorders, as ``op_cost`` counts a
+    graph conv's: input + output per phase, two phases (dX, dW) in a backward row; 0 for other rows
+    and for grouped convolutions (their own curve holds it)."""
+    if row.bench != "conv2d" or int(row.params["groups"]) != 1:
+        return 0.0
+    p = row.params
+    act = (int(p["n"]) * int(p["c"]) * int(p["h"]) * int(p["w"])
+           + int(p["n"]) * int(p["k"]) * int(p["p"]) * int(p["q"])) * DTYPE_BYTES[row.dtype]
+    return float(act * (1 if row.phase == "fw" else 2))
 
 
 def row_agrad_factor(row: Row, eff: Efficiency) -> float:

@@ -36,7 +36,8 @@ from simtrain.specs.hardware import Device, Efficiency
 
 __all__ = ["op_seconds", "attention_kernel_seconds", "matrix_peak_flops_per_s", "alignment_factor", "device_efficiency",
            "MATRIX_CLASSES", "compute_seconds", "memory_seconds", "dataflow_efficiency",
-           "streaming_bandwidth_bytes_per_s", "cache_miss_slowdown", "first_touch_seconds", "strided_agrad_factor"]
+           "streaming_bandwidth_bytes_per_s", "cache_miss_slowdown", "first_touch_seconds", "conv_layout_seconds",
+           "strided_agrad_factor"]
 
 MATRIX_CLASSES = frozenset({OpClass.MATMUL, OpClass.CONV, OpClass.ATTENTION})
 
@@ -233,6 +234,15 @@ def first_touch_seconds(tensor_bytes: float, eff: Efficiency) -> float:
     if eff.first_touch_bytes_per_s <= 0 or tensor_bytes <= 0 or tensor_bytes < eff.first_touch_min_bytes:
         return 0.0
     return tensor_bytes / eff.first_touch_bytes_per_s
+
+
+def conv_layout_seconds(activation_bytes: float, eff: Efficiency) -> float:
+    """Seconds a convolution phase spends converting its NCHW activations (``activation_bytes`` read and
+    written by the phase) to and from its kernel's layout: ``activation_bytes / conv_layout_bytes_per_s``;
+    0 where the rate is not calibrated (``Efficiency.conv_layout_bytes_per_s``)."""
+    if eff.conv_layout_bytes_per_s <= 0 or activation_bytes <= 0:
+        return 0.0
+    return activation_bytes / eff.conv_layout_bytes_per_s
 
 
 def op_seconds(flops: float, bytes_moved: float, op_class: OpClass | str, device: Device,

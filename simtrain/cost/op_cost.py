@@ -27,6 +27,7 @@ from simtrain.cost.compute import (
     MATRIX_CLASSES,
     attention_kernel_seconds,
     compute_seconds,
+    conv_layout_seconds,
     first_touch_seconds,
     memory_seconds,
     strided_agrad_factor,
@@ -210,6 +211,13 @@ def random_draws_seconds(op: Op, micro_batch: float, f: ShardFactors, eff: Effic
     return float(draws) * micro_batch * f.act_write / eff.rng_draws_per_s
 
 
+def _dense_conv(op: Op) -> bool:
+    """A convolution with one group: the ops ``Efficiency.conv_layout_bytes_per_s`` prices. Grouped and
+    depthwise kernels have their own curve (``curve_kind``), measured over NCHW, which holds their
+    layout handling too (calibrate/bench_layout.py)."""
+    return op.op_class is OpClass.CONV and (op.gemm is None or op.gemm.batch <= 1)
+
+
 def conv_stride(op: Op) -> tuple[int, ...] | None:
     """A convolution's stride: the rule's ``stride`` attribute, else (captured graphs) the input over
     the output spatial size per dim, rounded (exact for padded convs; a small unpadded conv, 4 → 2
@@ -289,6 +297,8 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         else:
             sec = max(t_c, t_m) + eff.launch_overhead_s * kernels  # legs kept apart for the bottleneck
         sec += _fresh_tensor_s(op, phase, f, micro_batch, ab, wb, eff)
+        if _dense_conv(op):  # NCHW activations reordered to the kernel's layout and back
+            sec += conv_layout_seconds(_phase_bytes(op, phase, f, micro_batch, ab), eff)
         sec += random_draws_seconds(op, micro_batch, f, eff) if phase == "fw" else 0.0
         if fp8 and flops:
             cast_s, cast_k = _fp8_cast(phase, gemm, micro_batch, recipe, device, eff)

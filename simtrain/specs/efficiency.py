@@ -99,6 +99,13 @@ class Efficiency(Spec):
     """Rate at which fresh pages are faulted in and zeroed on first write; 0: not costed. Applies to
     each tensor an op writes of at least ``first_touch_min_bytes`` (calibrate/bench_memory.py)."""
     first_touch_min_bytes: Annotated[float, Field(ge=0, le=1e15)] = 0.0
+    conv_layout_bytes_per_s: Annotated[float, Field(ge=0, le=1e15)] = 0.0
+    """Rate at which a convolution over NCHW activations (PyTorch's default memory format) converts them
+    to and from its kernel's own layout, per byte of the activation tensors one phase reads and
+    writes; 0: not costed. oneDNN's CPU convolutions run on blocked layouts (nChw8c / nChw16c) or
+    NHWC, so an NCHW input and output each get a reorder pass outside the kernel: a memory pass that
+    does not overlap the compute, worth most on 1×1 and depthwise convolutions over large maps (few
+    FLOPs per byte). Measured as NCHW minus channels-last forward time (calibrate/bench_layout.py)."""
     rng_draws_per_s: Annotated[float, Field(ge=0, le=1e15)] = 0.0
     """Random numbers per second the framework draws for dropout masks; 0: not costed. PyTorch on a
     CPU fills the mask with ``bernoulli_``, one Mersenne-Twister draw per element on one thread

@@ -377,3 +377,59 @@ def test_profiler_overhead_is_taken_out_per_unit():
     assert without_profiler_overhead(t, 0.120) is t  # the trace was not slower: nothing to take out
     heavy = without_profiler_overhead(t, 0.010)      # an excess larger than a group: floored at 10 %
     assert heavy.seconds["elementwise"] == pytest.approx(0.0015)
+
+
+# --- NCHW layout reorders of dense convolutions (Efficiency.conv_layout_bytes_per_s, bench_layout.py) --
+
+def _layout_row(nchw: bool, median_s: float, c: int = 64, groups: int = 1) -> Row:
+    params = {"n": 2, "c": c, "h": 8, "w": 8, "k": 32, "r": 1, "s": 1, "stride": 1, "pad": 0, "groups": groups,
+              "p": 8, "q": 8, "nchw": nchw}
+    return _row("conv_layout", params, median_s)
+
+
+def test_fit_conv_layout_median_of_dense_pairs():
+    from simtrain.calibrate.bench_layout import activation_bytes, fit_conv_layout
+    # 2·64·8·8 + 2·32·8·8 = 12288 elements = 49152 bytes
+    assert activation_bytes(_layout_row(True, 1.0).params) == 49152.0
+    rows = [_layout_row(True, 0.0030), _layout_row(False, 0.0010),        # 49152 / 0.002 = 2.4576e7
+            _layout_row(True, 0.0050, c=128), _layout_row(False, 0.0010, c=128),  # 81920 / 0.004 = 2.048e7
+            _layout_row(True, 0.0010, c=16), _layout_row(False, 0.0020, c=16),    # NCHW faster: left out
+            _layout_row(True, 0.0090, groups=4), _layout_row(False, 0.0010, groups=4)]  # grouped: left out
+    got = fit_conv_layout(rows)
+    assert got == {"conv_layout_bytes_per_s": pytest.approx(0.5 * (49152 / 0.002 + 81920 / 0.004))}
+    assert fit_conv_layout(rows[4:]) == {}  # nothing usable
+
+
+def test_conv_layout_seconds_on_dense_conv_phases_by_hand():
+    import simtrain as st
+    from simtrain.cost.compute import conv_layout_seconds
+    from simtrain.cost.op_cost import op_cost
+    from simtrain.cost.precision import regime
+    from simtrain.graph.rules.registry import make_op
+    assert conv_layout_seconds(1e6, _eff()) == 0.0  # not calibrated: free
+    assert conv_layout_seconds(1e6, _eff(conv_layout_bytes_per_s=1e9)) == pytest.approx(1e-3)
+    dev = st.load_device("host-cpu")
+    eff = _conv_eff().model_copy(update={"memory_bandwidth_fraction": 1.0})
+    layout = eff.model_copy(update={"conv_layout_bytes_per_s": 1e9})
+    dense = make_op("conv2d", "c", "b", in_channels=16, out_channels=32, kernel_size=3, input_size=(8, 8), padding=1)
+    a, b = op_cost(dense, 4, regime("fp32"), dev, eff), op_cost(dense, 4, regime("fp32"), dev, layout)
+    in_b, out_b = 4 * 16 * 8 * 8 * 4, 4 * 32 * 8 * 8 * 4  # fp32 input and output of 4 samples
+    assert b.fw_s - a.fw_s == pytest.approx((in_b + out_b) / 1e9)      # reads X, writes Y
+    assert b.agrad_s - a.agrad_s == pytest.approx((out_b + in_b) / 1e9)  # reads dY, writes dX
+    assert b.wgrad_s - a.wgrad_s == pytest.approx((in_b + out_b) / 1e9)  # reads X and dY
+    grouped = make_op("conv2d", "g", "b", in_channels=16, out_channels=16, kernel_size=3, input_size=(8, 8),
+                      padding=1, groups=16)
+    ga, gb = op_cost(grouped, 4, regime("fp32"), dev, eff), op_cost(grouped, 4, regime("fp32"), dev, layout)
+    assert (gb.fw_s, gb.bw_s) == (ga.fw_s, ga.bw_s)  # grouped: its own curve holds its layout handling
+
+
+def test_conv_rows_predicted_with_their_layout_reorders():
+    from simtrain.calibrate.predict import row_conv_layout_bytes
+    params = {"n": 2, "c": 64, "h": 8, "w": 8, "k": 32, "r": 1, "s": 1, "stride": 1, "pad": 0, "groups": 1,
+              "p": 8, "q": 8}
+    fw = _row("conv2d", params, 1e-3, OpClass.CONV)
+    assert row_conv_layout_bytes(fw) == 49152.0
+    bw = Row("conv2d", OpClass.CONV, DType.FP32, params, 0.0, 0.0, 1e-3, 1e-3, 1e-3, 5, phase="bw", calls=2)
+    assert row_conv_layout_bytes(bw) == 2 * 49152.0  # dX and dW each read and write the pair
+    assert row_conv_layout_bytes(_row("conv2d", dict(params, groups=2), 1e-3, OpClass.CONV)) == 0.0
+    assert row_conv_layout_bytes(_row("gemm", {"m": 1, "n": 1, "k": 1}, 1e-3, OpClass.MATMUL)) == 0.0

@@ -1,0 +1,82 @@
+"""What a convolution over NCHW activations pays to convert them to its kernel's layout and back.
+
+PyTorch keeps activations in NCHW unless a model asks for ``channels_last``. oneDNN's CPU convolution
+kernels run on blocked (nChw8c / nChw16c) or NHWC layouts, so ``mkldnn_convolution`` reorders an NCHW
+input into the kernel's layout and the output back: memory passes outside the kernel that do not
+overlap its compute. The same convolution over channels-last tensors needs no reorder. The bench
+times the forward of each shape both ways on the same data; the difference over the activation bytes
+(input + output) is the rate the estimator charges per byte of a conv phase's activations
+(``Efficiency.conv_layout_bytes_per_s``; ``cost/compute.py`` ``conv_layout_seconds``), the median
+over shapes; a pair with t_nchw ≤ t_nhwc is left out.
+
+Dense convolutions only. For grouped ones the channels-last path is another kernel, not the same one
+without reorders: on this project's EPYC machine a groups-8 3×3 ran slower channels-last, and a
+depthwise 3×3 gave 38 GB/s against 11–15 GB/s for dense shapes. Grouped and depthwise convolutions
+keep their own fitted curve (``curve_kind``), which is timed over NCHW and so holds their layout
+handling. GPUs are not measured: cuDNN picks NCHW kernels or transposes inside its own timing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from simtrain.calibrate.counts import conv2d_counts, conv2d_out_hw
+from simtrain.calibrate.records import Row
+from simtrain.glossary import DType
+
+if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle through the package
+    from simtrain.calibrate.bench_ops import Bench
+    from simtrain.calibrate.grids import Grid
+
+__all__ = ["bench_conv_layout", "fit_conv_layout", "activation_bytes"]
+
+BENCH = "conv_layout"
+
+
+def activation_bytes(params: dict) -> float:
+    """fp32 bytes of a conv row's input (N·C·H·W) and output (N·K·P·Q)."""
+    n, c, h, w, k = (int(params[x]) for x in ("n", "c", "h", "w", "k"))
+    return 4.0 * (n * c * h * w + n * k * int(params["p"]) * int(params["q"]))
+
+
+def bench_conv_layout(b: Bench, grid: Grid) -> list[Row]:
+    """CPU only: forward ``F.conv2d`` (fp32, no grad) of each dense ``grid.conv_layout`` shape over NCHW
+    tensors (``nchw`` True) and the same values in channels-last (False)."""
+    import functools
+
+    import torch
+    import torch.nn.functional as F
+    if b.device != "cpu":
+        return []
+    rows: list[Row] = []
+    for n, c, h, w, k, r, s, stride, pad, groups in grid.conv_layout:
+        p, q = conv2d_out_hw(h, w, r, s, stride, pad)
+        params = {"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride": stride, "pad": pad,
+                  "groups": groups, "p": p, "q": q}
+        work = conv2d_counts(n, c, h, w, k, r, s, stride, pad, groups, 4)
+        x, wt = b.randn(n, c, h, w), b.randn(k, c // groups, r, s)
+        for nchw in (True, False):
+            fmt = torch.contiguous_format if nchw else torch.channels_last
+            xf, wf = x.contiguous(memory_format=fmt), wt.contiguous(memory_format=fmt)
+            fn = functools.partial(F.conv2d, xf, wf, None, stride, pad, 1, groups)
+            with torch.no_grad():
+                rows.append(b.row(BENCH, None, DType.FP32, dict(params, nchw=nchw), work, fn))
+    return rows
+
+
+def fit_conv_layout(rows: Sequence[Row]) -> dict[str, float]:
+    """``conv_layout_bytes_per_s``: the median over shapes of activation bytes / (t_nchw − t_nhwc),
+    pairs where NCHW is not slower left out; empty when no pair remains."""
+    by: dict[tuple, dict[bool, Row]] = {}
+    for r in rows:
+        if r.bench == BENCH and int(r.params.get("groups", 1)) == 1:
+            key = tuple(sorted((k, v) for k, v in r.params.items() if k != "nchw"))
+            by.setdefault(key, {})[bool(r.params["nchw"])] = r
+    rates = sorted(activation_bytes(pair[True].params) / (pair[True].median_s - pair[False].median_s)
+                   for pair in by.values()
+                   if len(pair) == 2 and pair[True].median_s > pair[False].median_s)
+    if not rates:
+        return {}
+    mid = len(rates) // 2
+    return {"conv_layout_bytes_per_s": rates[mid] if len(rates) % 2 else 0.5 * (rates[mid - 1] + rates[mid])}
