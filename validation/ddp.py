@@ -30,12 +30,15 @@ from dataclasses import dataclass
 import simtrain as st
 from simtrain.specs.base import Sourced
 from simtrain.specs.hardware import Cluster, Fabric, Host, Network, Node
+from simtrain.specs.stack import Stack, cpu_comm_compute_slowdown, load_stack
 from validation.report import Case
 
-__all__ = ["DdpTimes", "measure_ddp", "dp_cluster", "predict_ddp", "ddp_cases", "attribution_markdown", "WORLD",
+__all__ = ["DdpTimes", "measure_ddp", "dp_cluster", "gloo_stack", "predict_ddp", "ddp_cases", "attribution_markdown", "WORLD",
            "BUCKET_BYTES"]
 
 WORLD = 2
+THREADS_PER_RANK = 1
+"""torch threads of each rank's compute (``_rank_main``)."""
 BUCKET_BYTES = 2 * 2**20
 
 
@@ -145,7 +148,7 @@ def _alone(fn, rank: int, warmup: int, repeats: int) -> float:
 def _rank_main(rank: int, jobs: list[tuple[str, str, int]], warmup: int, repeats: int, init: str, out) -> None:
     import torch
     import torch.distributed as dist
-    torch.set_num_threads(1)
+    torch.set_num_threads(THREADS_PER_RANK)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=WORLD)
     try:
         for name, size, batch in jobs:
@@ -208,13 +211,23 @@ def dp_cluster(device, link, cores: int) -> Cluster:
     return Cluster(name=f"{node.name}-cluster", node=node, nodes_count=1, network=Network(topology="none"))
 
 
+def gloo_stack(cluster: Cluster) -> Stack:
+    """The reference stack with the collectives' share of the ranks' cores: ``WORLD`` ranks of
+    ``THREADS_PER_RANK`` compute threads on the host's cores (``cpu_comm_compute_slowdown``)."""
+    cores = cluster.node.host.cpu_cores.value
+    slow = cpu_comm_compute_slowdown(cores, WORLD, THREADS_PER_RANK)
+    return load_stack("reference").model_copy(update={
+        "name": "reference-gloo-cpu", "comm_compute_slowdown": slow,
+        "source": f"reference; comm_compute_slowdown: {WORLD} ranks x {THREADS_PER_RANK} threads on {cores} cores"})
+
+
 def predict_ddp(model, cluster: Cluster, per_rank_batch: int, optimizer: str, overlap: bool,
                 engine: str = "estimate") -> st.StepReport:
     """The closed form (``engine="estimate"``) or the simulator with the two ranks' gradient buckets
     sharing the gloo link as events (``"simulate"``, contention on) — issue 13 reports both."""
     from validation.steps import train_config
     cfg = train_config(WORLD * per_rank_batch, optimizer, micro_batch_size=per_rank_batch, dp=WORLD,
-                       dp_overlap=overlap, dp_bucket_bytes=BUCKET_BYTES)
+                       dp_overlap=overlap, dp_bucket_bytes=BUCKET_BYTES, stack=gloo_stack(cluster))
     if engine == "simulate":
         return st.simulate(model, cluster, cfg, contention=True)
     return st.estimate(model, cluster, cfg)

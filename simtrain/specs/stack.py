@@ -26,7 +26,8 @@ from pydantic import ConfigDict, Field
 
 from simtrain.specs.base import Seconds, Spec
 
-__all__ = ["Stack", "AttentionKernelName", "load_stack", "stack_names", "stack_of", "resolve_stack", "DEFAULT_STACK"]
+__all__ = ["Stack", "AttentionKernelName", "load_stack", "stack_names", "stack_of", "resolve_stack", "DEFAULT_STACK",
+           "cpu_comm_compute_slowdown"]
 
 AttentionKernelName = Literal["default", "cudnn", "fa3", "fa2", "sdpa", "triton", "eager"]
 """Fused-attention kernel families (components.md §2): cuDNN / Transformer Engine fused attention,
@@ -159,3 +160,19 @@ def resolve_stack(cfg):
         if cfg.flash_attention != flash:
             update["flash_attention"] = flash
     return cfg.model_copy(update=update) if update else cfg
+
+
+def cpu_comm_compute_slowdown(cores: int, ranks: int, threads_per_rank: int) -> float:
+    """``comm_compute_slowdown`` of CPU ranks whose collectives run on the same host's cores (gloo:
+    the reduction and the socket copies are CPU work on a gloo thread of each rank).
+
+    A collective overlapped with the backward is hidden only if its thread finds a core the compute
+    does not use. Each rank needs one such core beside its ``threads_per_rank`` compute threads; a
+    rank without one time-slices the collective with its compute, so the hidden collective still
+    costs its whole time. The result is the share of ranks without a spare core:
+    clamp((ranks · (threads_per_rank + 1) − cores) / ranks, 0, 1) — 0 with a spare core per rank,
+    1 when the compute threads fill every core (two 1-thread ranks on a 2-core machine)."""
+    if cores < 1 or ranks < 1 or threads_per_rank < 1:
+        raise ValueError(f"cores, ranks and threads_per_rank must be ≥ 1, got {cores}, {ranks}, {threads_per_rank}")
+    short = ranks * (threads_per_rank + 1) - cores
+    return min(1.0, max(0.0, short / ranks))

@@ -285,3 +285,29 @@ def test_calibrated_communication_scales_the_per_link_fractions_too():
     cluster = st.load_cluster("dgx-a100-80gb", nodes=2)
     eff = st.Calibration(factors={"communication": 0.5}).apply(cluster).device.efficiency
     assert eff.link_fractions["ib-hdr"] == pytest.approx(0.48)
+
+
+def test_cpu_comm_compute_slowdown_by_hand():
+    from simtrain.specs.stack import cpu_comm_compute_slowdown
+    assert cpu_comm_compute_slowdown(2, 2, 1) == 1.0  # 2 ranks × (1 compute + 1 comm) on 2 cores: none spare
+    assert cpu_comm_compute_slowdown(4, 2, 1) == 0.0  # a spare core per rank
+    assert cpu_comm_compute_slowdown(3, 2, 1) == 0.5  # (2·2 − 3) / 2: one of two ranks lacks one
+    assert cpu_comm_compute_slowdown(64, 8, 7) == 0.0 and cpu_comm_compute_slowdown(8, 1, 8) == 1.0
+    with pytest.raises(ValueError, match="≥ 1"):
+        cpu_comm_compute_slowdown(0, 2, 1)
+
+
+def test_ddp_on_cpu_overlap_hides_nothing_without_a_spare_core():
+    """The validation's DDP prediction: with the ranks' compute on every core, the overlapped
+    all-reduce costs its whole time (overlap = no overlap, closed form and simulator); with a spare
+    core per rank it hides behind the backward."""
+    from validation.ddp import dp_cluster, predict_ddp
+    dev, link = st.load_device("host-cpu"), st.load_link("pcie-gen4-x16")
+    model = st.load_model("mlp-mnist")
+    for engine in ("estimate", "simulate"):
+        busy = dp_cluster(dev, link, cores=2)
+        on, off = (predict_ddp(model, busy, 8, "sgd", o, engine=engine).step_time_s for o in (True, False))
+        assert on == pytest.approx(off, rel=1e-9)
+        spare = dp_cluster(dev, link, cores=4)
+        on, off = (predict_ddp(model, spare, 8, "sgd", o, engine=engine).step_time_s for o in (True, False))
+        assert on < off
