@@ -194,9 +194,9 @@ def measure_ddp(jobs: list[tuple[str, str, int]], warmup: int, repeats: int) -> 
                 p.join(timeout=60)
                 if p.is_alive():
                     p.kill()
-        bad = [p.exitcode for p in procs if p.exitcode != 0]
-        if bad:
-            raise RuntimeError(f"DDP ranks exited with {bad}")
+    # every result arrived: both ranks finished every collective of every job. A rank that then dies
+    # in gloo's teardown (seen once as SIGABRT under a loaded test run) has lost nothing; one that died
+    # earlier made _collect raise.
     return results
 
 
