@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 from simtrain.calibrate.counts import conv2d_counts, conv2d_out_hw
 from simtrain.calibrate.records import Row
-from simtrain.glossary import DType
 
 if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle through the package
     from simtrain.calibrate.bench_ops import Bench
@@ -42,7 +41,7 @@ def activation_bytes(params: dict) -> float:
 
 def bench_conv_layout(b: Bench, grid: Grid) -> list[Row]:
     """CPU only: forward ``F.conv2d`` (fp32, no grad) of each dense ``grid.conv_layout`` shape over NCHW
-    tensors (``nchw`` True) and the same values in channels-last (False)."""
+    tensors (``nchw`` True) and the same values in channels-last (False), samples alternated."""
     import functools
 
     import torch
@@ -56,12 +55,12 @@ def bench_conv_layout(b: Bench, grid: Grid) -> list[Row]:
                   "groups": groups, "p": p, "q": q}
         work = conv2d_counts(n, c, h, w, k, r, s, stride, pad, groups, 4)
         x, wt = b.randn(n, c, h, w), b.randn(k, c // groups, r, s)
-        for nchw in (True, False):
-            fmt = torch.contiguous_format if nchw else torch.channels_last
-            xf, wf = x.contiguous(memory_format=fmt), wt.contiguous(memory_format=fmt)
-            fn = functools.partial(F.conv2d, xf, wf, None, stride, pad, 1, groups)
-            with torch.no_grad():
-                rows.append(b.row(BENCH, None, DType.FP32, dict(params, nchw=nchw), work, fn))
+        nhwc = torch.channels_last
+        nchw_fn = functools.partial(F.conv2d, x, wt, None, stride, pad, 1, groups)
+        nhwc_fn = functools.partial(F.conv2d, x.contiguous(memory_format=nhwc), wt.contiguous(memory_format=nhwc),
+                                    None, stride, pad, 1, groups)
+        with torch.no_grad():
+            rows += b.row_pair(BENCH, params, "nchw", work, nchw_fn, nhwc_fn)
     return rows
 
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simtrain.calibrate.records import Row
-from simtrain.glossary import DType
 
 if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle through the package
     from simtrain.calibrate.bench_ops import Bench
@@ -36,16 +35,16 @@ MMAP_THRESHOLD_MAX_BYTES = 32 * 2**20
 
 def paired_rows(b: Bench, bench: str, flag: str, sizes, with_cost, without) -> list[Row]:
     """CPU only: per fp32 element count, one row timing ``with_cost(n, buf)`` (``flag`` True) and one
-    ``without(n, buf)`` (False) on the same preallocated buffer: the difference is the cost alone."""
+    ``without(n, buf)`` (False) on the same preallocated buffer, their samples alternated
+    (``Bench.row_pair``): the difference is the cost alone."""
     import torch
     if b.device != "cpu":
         return []
     rows: list[Row] = []
     for numel in sizes:
         buf = torch.empty(numel, device=b.device)
-        for on, make in ((True, with_cost), (False, without)):
-            rows.append(b.row(bench, None, DType.FP32, {"numel": numel, flag: on}, (0.0, 4.0 * numel),
-                              lambda n=numel, t=buf, f=make: f(n, t)))
+        rows += b.row_pair(bench, {"numel": numel}, flag, (0.0, 4.0 * numel),
+                           lambda n=numel, t=buf: with_cost(n, t), lambda n=numel, t=buf: without(n, t))
     return rows
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from simtrain.calibrate import counts
 from simtrain.calibrate.grids import Grid
 from simtrain.calibrate.records import Row
-from simtrain.calibrate.timing import TimingPlan, time_call
+from simtrain.calibrate.timing import TimingPlan, time_call, time_pair
 from simtrain.glossary import DTYPE_BYTES, DType, OpClass
 
 __all__ = ["Bench", "bench_autograd_call", "torch_dtype", "matrix_dtypes", "vector_dtypes", "bench_gemm", "bench_bmm",
@@ -72,6 +72,18 @@ class Bench:
                    bytes_moved=work[1], median_s=t.median_s, p10_s=t.p10_s, p90_s=t.p90_s,
                    repeats=t.repeats, phase=phase, calls=calls, device=self.device, ci_low_s=t.ci_low_s,
                    ci_high_s=t.ci_high_s)
+
+    def row_pair(self, bench: str, params: dict[str, Any], flag: str, work: tuple[float, float],
+                 with_cost: Callable[[], object], without: Callable[[], object]) -> list[Row]:
+        """Two rows (``flag`` True: ``with_cost``; False: ``without``) timed with alternated samples
+        (:func:`time_pair`), for benches whose result is the difference of the two."""
+        rows = []
+        for on, t in zip((True, False), time_pair(with_cost, without, self.plan, self.device), strict=True):
+            rows.append(Row(bench=bench, op_class=None, dtype=DType.FP32, params=dict(params, **{flag: on}),
+                            flops=work[0], bytes_moved=work[1], median_s=t.median_s, p10_s=t.p10_s,
+                            p90_s=t.p90_s, repeats=t.repeats, device=self.device, ci_low_s=t.ci_low_s,
+                            ci_high_s=t.ci_high_s))
+        return rows
 
     def randn(self, *shape: int, dtype: DType = DType.FP32, grad: bool = False):
         import torch

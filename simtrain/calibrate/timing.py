@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Timing", "TimingPlan", "time_call", "timing_of", "synchronize"]
+__all__ = ["Timing", "TimingPlan", "time_call", "time_pair", "timing_of", "synchronize"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,28 @@ def time_call(fn: Callable[[], object], plan: TimingPlan = TimingPlan(), device:
     while len(times) < plan.repeats and (len(times) < 3 or time.perf_counter() < deadline):
         times.append(sample(fn, inner))
     return timing_of(times, inner)
+
+
+def time_pair(fn_a: Callable[[], object], fn_b: Callable[[], object], plan: TimingPlan = TimingPlan(),
+              device: str = "cpu") -> tuple[Timing, Timing]:
+    """:func:`time_call` of two callables whose *difference* is the measurement (a cost with and
+    without one mechanism), their samples alternated a, b, a, b, …: a change of machine speed during
+    the run then moves both medians alike instead of only the one timed in it. Both take the same
+    number of samples of the same ``inner`` count (set by the slower one)."""
+    sample = _sample_cuda if device == "cuda" else _sample_cpu
+    for _ in range(plan.warmup):
+        fn_a()
+        fn_b()
+    synchronize(device)
+    t1 = max(sample(fn_a, 1), sample(fn_b, 1), 1e-9)
+    inner = int(min(plan.max_inner, max(1, math.ceil(plan.min_sample_s / t1))))
+    a: list[float] = []
+    b: list[float] = []
+    deadline = time.perf_counter() + 2 * plan.max_total_s
+    while len(a) < plan.repeats and (len(a) < 3 or time.perf_counter() < deadline):
+        a.append(sample(fn_a, inner))
+        b.append(sample(fn_b, inner))
+    return timing_of(a, inner), timing_of(b, inner)
 
 
 def timing_of(times: list[float], inner: int = 1) -> Timing:

@@ -433,3 +433,18 @@ def test_conv_rows_predicted_with_their_layout_reorders():
     assert row_conv_layout_bytes(bw) == 2 * 49152.0  # dX and dW each read and write the pair
     assert row_conv_layout_bytes(_row("conv2d", dict(params, groups=2), 1e-3, OpClass.CONV)) == 0.0
     assert row_conv_layout_bytes(_row("gemm", {"m": 1, "n": 1, "k": 1}, 1e-3, OpClass.MATMUL)) == 0.0
+
+
+def test_paired_benches_alternate_their_samples():
+    """time_pair samples a, b, a, b, …: a slow spell moves both medians, not only one side's."""
+    from simtrain.calibrate.bench_ops import Bench
+    from simtrain.calibrate.timing import TimingPlan, time_pair
+    calls: list[str] = []
+    plan = TimingPlan(warmup=1, repeats=4, min_sample_s=0.0, max_total_s=10.0, max_inner=1)
+    ta, tb = time_pair(lambda: calls.append("a"), lambda: calls.append("b"), plan)
+    assert ta.repeats == tb.repeats == 4 and ta.inner == tb.inner == 1
+    # warm-up a b; one probe each (a, b) to size the samples; then four alternated samples
+    assert calls == ["a", "b", "a", "b"] + ["a", "b"] * 4
+    rows = Bench("cpu", plan).row_pair("x", {"numel": 3}, "on", (0.0, 12.0), lambda: None, lambda: None)
+    assert [r.params["on"] for r in rows] == [True, False]
+    assert all(r.params["numel"] == 3 and r.op_class is None and r.repeats == 4 for r in rows)
