@@ -107,16 +107,26 @@ def _log_default(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _calibrations(cfg: SuiteConfig, log) -> tuple[Calibrated, Calibrated | None]:
-    """(the step-time calibration, the 1-thread calibration for DDP or None when DDP does not run)."""
-    path = cfg.measurements or cached_measurements_path(cfg.out_dir, cfg.device, cfg.grid, cfg.threads)
-    main = calibrated(cfg.device, cfg.grid, cfg.threads, path, log, refine=False, quiet_wait_s=cfg.wait_for_speed_s)
+def _measurements_path(cfg: SuiteConfig) -> Path | None:
+    return cfg.measurements or cached_measurements_path(cfg.out_dir, cfg.device, cfg.grid, cfg.threads)
+
+
+def _calibrations(cfg: SuiteConfig, log) -> Calibrated:
+    """The step-time calibration (the 1-thread one for DDP comes later: :func:`_ddp_calibration`)."""
+    return calibrated(cfg.device, cfg.grid, cfg.threads, _measurements_path(cfg), log, refine=False,
+                      quiet_wait_s=cfg.wait_for_speed_s)
+
+
+def _ddp_calibration(cfg: SuiteConfig, main: Calibrated, log) -> Calibrated | None:
+    """The 1-thread calibration DDP is predicted from, measured when called (right before the DDP
+    timing: this VM's speed drifts over minutes, and the step rounds take ten); None when DDP does
+    not run; ``main`` when it already ran on one thread."""
     if not cfg.ddp_jobs or cfg.device != "cpu":
-        return main, None
+        return None
     if main.threads == 1 and main.measurements.machine.device == "cpu":
-        return main, main
-    # no wait here: the load average still holds the measurement that just ran
-    return main, calibrated("cpu", cfg.grid, 1, one_thread_path(path), log, refine=False)
+        return main
+    path = _measurements_path(cfg)
+    return calibrated("cpu", cfg.grid, 1, one_thread_path(path) if path else None, log, refine=False)
 
 
 def _diagnose(w, res, cal: Calibrated, device: str) -> list[dict]:
@@ -277,12 +287,12 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = _log_default) -> Su
     start, load0 = time.perf_counter(), _loadavg()
     out_dir = default_out_dir() if cfg.out_dir is None else Path(cfg.out_dir)
     cfg = replace(cfg, out_dir=out_dir, command=cfg.command or shlex.join(sys.argv))
-    cal, cal1 = _calibrations(cfg, log)
-    cal = refined(cal, log)  # the in-step per-op cost, measured right before the steps it predicts
+    cal = refined(_calibrations(cfg, log), log)  # in-step per-op cost, measured right before the steps
     cases, diag, runs = _single_device(cfg, cal, log)
     if cfg.rounds > 1:
         cal, cases, runs = rounds.more_rounds(cfg, cal, cases, runs, log)
     cases += _run_cases(runs, cal, log)
+    cal1 = _ddp_calibration(cfg, cal, log)
     if cal1 is not None:
         cal1 = cal if cal1.measurements is cal.measurements else refined(cal1, log)
         cases += _ddp(cfg, cal1, log)
