@@ -194,7 +194,9 @@ def merge_passes(passes: Sequence[Sequence]) -> list:
     """One row per benchmark from several passes over the grid, taken minutes apart: the median of
     the passes' medians (a slow spell that lasts one pass moves it by one vote, not by its size),
     p10 / p90 the extremes over the passes, and the interval the lowest and highest pass median (the
-    spread over time, which a bootstrap within one pass cannot see). Rows keep the first pass's order."""
+    spread over time, which a bootstrap within one pass cannot see); ``bytes_moved`` the median over the
+    passes too (the same in every pass for all benches but first touch, whose fresh side records the
+    bytes it faulted in). Rows keep the first pass's order."""
     import statistics
     from dataclasses import replace
     groups: dict[tuple, list] = {}
@@ -209,6 +211,7 @@ def merge_passes(passes: Sequence[Sequence]) -> list:
             continue
         medians = [r.median_s for r in same]
         out.append(replace(first, median_s=statistics.median(medians), p10_s=min(r.p10_s for r in same),
+                           bytes_moved=statistics.median(r.bytes_moved for r in same),
                            p90_s=max(r.p90_s for r in same), repeats=sum(r.repeats for r in same),
                            ci_low_s=min(medians), ci_high_s=max(medians)))
     return out

@@ -48,14 +48,36 @@ def _row(bench: str, params: dict, median_s: float, op_class=None) -> Row:
     return Row(bench, op_class, DType.FP32, params, 0.0, 0.0, median_s, median_s, median_s, 5)
 
 
+def _touch(numel: int, fresh: bool, median_s: float, faulted: float | None = None) -> Row:
+    return Row("first_touch", None, DType.FP32, {"numel": numel, "fresh": fresh}, 0.0,
+               4.0 * numel if faulted is None else faulted, median_s, median_s, median_s, 5)
+
+
 def test_fit_first_touch_median_of_pairs():
-    n1, n2 = 10_000_000, 20_000_000
-    rows = [_row("first_touch", {"numel": n1, "fresh": True}, 0.030), _row("first_touch", {"numel": n1, "fresh": False}, 0.010),
-            _row("first_touch", {"numel": n2, "fresh": True}, 0.050), _row("first_touch", {"numel": n2, "fresh": False}, 0.010)]
+    n1, n2, n3 = 10_000_000, 20_000_000, 30_000_000
+    rows = [_touch(n1, True, 0.030), _touch(n1, False, 0.010), _touch(n2, True, 0.050), _touch(n2, False, 0.010),
+            # fresh side faulted only 1 MB of its 120 MB: reused pages, not a first touch → left out
+            _touch(n3, True, 0.0151, faulted=1e6), _touch(n3, False, 0.015)]
     got = fit_first_touch(rows)
-    # 4e7 B / 0.020 s = 2e9; 8e7 B / 0.040 s = 2e9 → median 2e9
+    # 4e7 B / 0.020 s = 2e9; 8e7 B / 0.040 s = 2e9 → median 2e9 (the third pair would say 1e10)
     assert got == {"first_touch_bytes_per_s": pytest.approx(2e9), "first_touch_min_bytes": float(MMAP_THRESHOLD_MAX_BYTES)}
     assert fit_first_touch(rows[2:3]) == {}  # no reused partner: nothing to fit
+    assert fit_first_touch(rows[4:]) == {}  # no pair that faulted: nothing to fit
+    # the rate is over the bytes actually faulted: 3e7 of 4e7 faulted in 0.020 s → 1.5e9
+    assert fit_first_touch([_touch(n1, True, 0.030, faulted=3e7), _touch(n1, False, 0.010)])[
+        "first_touch_bytes_per_s"] == pytest.approx(1.5e9)
+
+
+def test_first_touch_bench_records_the_bytes_it_faulted():
+    pytest.importorskip("torch")
+    from simtrain.calibrate.bench_memory import bench_first_touch
+    from simtrain.calibrate.bench_ops import Bench
+    from simtrain.calibrate.grids import grid_for
+    from simtrain.calibrate.timing import TimingPlan
+    grid = grid_for("tiny", "cpu")
+    on, off = bench_first_touch(Bench("cpu", TimingPlan(warmup=1, repeats=3, min_sample_s=0.0)), grid)
+    assert on.params["fresh"] and not off.params["fresh"]
+    assert 0.0 <= on.bytes_moved <= 1.5 * 4.0 * on.params["numel"]  # faulted bytes per call, at most the tensor
 
 
 def test_last_level_cache_from_sysfs(tmp_path, monkeypatch):
@@ -344,6 +366,13 @@ def test_merge_passes_takes_the_median_of_pass_medians():
     assert (m.median_s, m.p10_s, m.p90_s, m.repeats) == (1.2, 0.9, 3.3, 15)  # one slow pass: one vote
     assert (m.ci_low_s, m.ci_high_s) == (1.0, 3.0)
     assert merge_passes([[r(1.0, 0.9, 1.1, 0.0)]])[0].median_s == 1.0
+    # first touch: the fresh side's faulted bytes are a median over the passes too (two of three
+    # passes found reused pages: the merged row says so, and fit_first_touch leaves the size out)
+    passes = [[_touch(10_000_000, True, t, faulted=b), _touch(10_000_000, False, 0.010)]
+              for t, b in ((0.030, 4e7), (0.011, 1e5), (0.012, 2e5))]
+    fresh = merge_passes(passes)[0]
+    assert (fresh.median_s, fresh.bytes_moved) == (0.012, 2e5)
+    assert fit_first_touch(merge_passes(passes)) == {}
 
 
 def test_backward_working_set_decides_the_cache_share():
