@@ -18,9 +18,11 @@ handling. GPUs are not measured: cuDNN picks NCHW kernels or transposes inside i
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from simtrain.calibrate.bench_memory import slower_pairs
 from simtrain.calibrate.counts import conv2d_counts, conv2d_out_hw
 from simtrain.calibrate.records import Row
 
@@ -33,10 +35,10 @@ __all__ = ["bench_conv_layout", "fit_conv_layout", "activation_bytes"]
 BENCH = "conv_layout"
 
 
-def activation_bytes(params: dict) -> float:
-    """fp32 bytes of a conv row's input (N·C·H·W) and output (N·K·P·Q)."""
+def activation_bytes(params, element_bytes: float = 4.0) -> float:
+    """Bytes of a conv row's input (N·C·H·W) and output (N·K·P·Q), fp32 unless ``element_bytes``."""
     n, c, h, w, k = (int(params[x]) for x in ("n", "c", "h", "w", "k"))
-    return 4.0 * (n * c * h * w + n * k * int(params["p"]) * int(params["q"]))
+    return element_bytes * (n * c * h * w + n * k * int(params["p"]) * int(params["q"]))
 
 
 def bench_conv_layout(b: Bench, grid: Grid) -> list[Row]:
@@ -65,17 +67,8 @@ def bench_conv_layout(b: Bench, grid: Grid) -> list[Row]:
 
 
 def fit_conv_layout(rows: Sequence[Row]) -> dict[str, float]:
-    """``conv_layout_bytes_per_s``: the median over shapes of activation bytes / (t_nchw − t_nhwc),
+    """``conv_layout_bytes_per_s``: the median over dense shapes of activation bytes / (t_nchw − t_nhwc),
     pairs where NCHW is not slower left out; empty when no pair remains."""
-    by: dict[tuple, dict[bool, Row]] = {}
-    for r in rows:
-        if r.bench == BENCH and int(r.params.get("groups", 1)) == 1:
-            key = tuple(sorted((k, v) for k, v in r.params.items() if k != "nchw"))
-            by.setdefault(key, {})[bool(r.params["nchw"])] = r
-    rates = sorted(activation_bytes(pair[True].params) / (pair[True].median_s - pair[False].median_s)
-                   for pair in by.values()
-                   if len(pair) == 2 and pair[True].median_s > pair[False].median_s)
-    if not rates:
-        return {}
-    mid = len(rates) // 2
-    return {"conv_layout_bytes_per_s": rates[mid] if len(rates) % 2 else 0.5 * (rates[mid - 1] + rates[mid])}
+    rates = [activation_bytes(on.params) / (on.median_s - off.median_s)
+             for on, off in slower_pairs(rows, BENCH, "nchw") if int(on.params.get("groups", 1)) == 1]
+    return {"conv_layout_bytes_per_s": statistics.median(rates)} if rates else {}

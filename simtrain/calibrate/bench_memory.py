@@ -16,6 +16,7 @@ first-touch time of those bytes.
 from __future__ import annotations
 
 import os
+import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle thro
     from simtrain.calibrate.grids import Grid
 
 __all__ = ["MMAP_THRESHOLD_MAX_BYTES", "bench_first_touch", "fit_first_touch", "last_level_cache_bytes",
-           "paired_rows", "median_pair_rate"]
+           "paired_rows", "median_pair_rate", "slower_pairs"]
 
 MMAP_THRESHOLD_MAX_BYTES = 32 * 2**20
 """glibc's ceiling on the dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX, malloc.c)."""
@@ -49,16 +50,23 @@ def paired_rows(b: Bench, bench: str, flag: str, sizes, with_cost, without) -> l
     return rows
 
 
+def slower_pairs(rows: Sequence[Row], bench: str, flag: str) -> list[tuple[Row, Row]]:
+    """(``flag`` True, ``flag`` False) rows of ``bench`` that match on every other param, where the
+    True side took longer (a pair where it did not measured no cost and is left out)."""
+    by: dict[tuple, dict[bool, Row]] = {}
+    for r in rows:
+        if r.bench == bench:
+            key = tuple(sorted((k, v) for k, v in r.params.items() if k != flag))
+            by.setdefault(key, {})[bool(r.params[flag])] = r
+    return [(p[True], p[False]) for p in by.values() if len(p) == 2 and p[True].median_s > p[False].median_s]
+
+
 def median_pair_rate(rows: Sequence[Row], bench: str, flag: str, per_element: float) -> float | None:
     """The median over sizes of per_element · numel / (t_on − t_off) from :func:`paired_rows`' rows;
     None when no pair has t_on > t_off."""
-    by = {(int(r.params["numel"]), bool(r.params[flag])): r.median_s for r in rows if r.bench == bench}
-    rates = sorted(per_element * n / (by[(n, True)] - by[(n, False)]) for n, on in by
-                   if on and (n, False) in by and by[(n, True)] > by[(n, False)])
-    if not rates:
-        return None
-    mid = len(rates) // 2
-    return rates[mid] if len(rates) % 2 else 0.5 * (rates[mid - 1] + rates[mid])
+    rates = [per_element * int(on.params["numel"]) / (on.median_s - off.median_s)
+             for on, off in slower_pairs(rows, bench, flag)]
+    return statistics.median(rates) if rates else None
 
 
 def bench_first_touch(b: Bench, grid: Grid) -> list[Row]:
@@ -99,16 +107,11 @@ def fit_first_touch(rows: Sequence[Row]) -> dict[str, float]:
     ``first_touch_min_bytes`` = the mmap threshold ceiling; a size whose fresh side faulted in less
     than :data:`FRESH_FAULTED_MIN_FRACTION` of its tensor, or did not cost more than the reused side,
     is left out; empty when no size remains."""
-    by = {(int(r.params["numel"]), bool(r.params["fresh"])): r for r in rows if r.bench == "first_touch"}
-    rates = sorted(on.bytes_moved / (on.median_s - off.median_s)
-                   for (n, is_fresh), on in by.items()
-                   if is_fresh and (off := by.get((n, False))) is not None and on.median_s > off.median_s
-                   and on.bytes_moved >= FRESH_FAULTED_MIN_FRACTION * 4.0 * n)
+    rates = [on.bytes_moved / (on.median_s - off.median_s) for on, off in slower_pairs(rows, "first_touch", "fresh")
+             if on.bytes_moved >= FRESH_FAULTED_MIN_FRACTION * 4.0 * int(on.params["numel"])]
     if not rates:
         return {}
-    mid = len(rates) // 2
-    rate = rates[mid] if len(rates) % 2 else 0.5 * (rates[mid - 1] + rates[mid])
-    return {"first_touch_bytes_per_s": rate, "first_touch_min_bytes": float(MMAP_THRESHOLD_MAX_BYTES)}
+    return {"first_touch_bytes_per_s": statistics.median(rates), "first_touch_min_bytes": float(MMAP_THRESHOLD_MAX_BYTES)}
 
 
 def last_level_cache_bytes(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> float:

@@ -18,6 +18,7 @@ against these predictions is a fit of the estimator itself (fit and estimate can
 
 from __future__ import annotations
 
+from simtrain.calibrate.bench_layout import activation_bytes
 from simtrain.calibrate.records import Row
 from simtrain.cost.compute import (
     conv_layout_seconds,
@@ -89,10 +90,7 @@ def row_conv_layout_bytes(row: Row) -> float:
     and for grouped convolutions (their own curve holds it)."""
     if row.bench != "conv2d" or int(row.params["groups"]) != 1:
         return 0.0
-    p = row.params
-    act = (int(p["n"]) * int(p["c"]) * int(p["h"]) * int(p["w"])
-           + int(p["n"]) * int(p["k"]) * int(p["p"]) * int(p["q"])) * DTYPE_BYTES[row.dtype]
-    return float(act * (1 if row.phase == "fw" else 2))
+    return activation_bytes(row.params, DTYPE_BYTES[row.dtype]) * (1 if row.phase == "fw" else 2)
 
 
 def row_agrad_factor(row: Row, eff: Efficiency) -> float:

@@ -70,6 +70,11 @@ def _sample_cuda(fn: Callable[[], object], inner: int) -> float:
     return start.elapsed_time(end) * 1e-3 / inner  # elapsed_time is in milliseconds
 
 
+def _inner_calls(plan: TimingPlan, call_s: float) -> int:
+    """Calls per sample so one sample lasts at least ``plan.min_sample_s`` (at most ``max_inner``)."""
+    return int(min(plan.max_inner, max(1, math.ceil(plan.min_sample_s / call_s))))
+
+
 def time_call(fn: Callable[[], object], plan: TimingPlan = TimingPlan(), device: str = "cpu") -> Timing:
     """Median / p10 / p90 seconds per call of ``fn`` on ``device`` ("cpu" or "cuda")."""
     sample = _sample_cuda if device == "cuda" else _sample_cpu
@@ -77,7 +82,7 @@ def time_call(fn: Callable[[], object], plan: TimingPlan = TimingPlan(), device:
         fn()
     synchronize(device)
     t1 = max(sample(fn, 1), 1e-9)
-    inner = int(min(plan.max_inner, max(1, math.ceil(plan.min_sample_s / t1))))
+    inner = _inner_calls(plan, t1)
     times: list[float] = []
     deadline = time.perf_counter() + plan.max_total_s
     while len(times) < plan.repeats and (len(times) < 3 or time.perf_counter() < deadline):
@@ -97,7 +102,7 @@ def time_pair(fn_a: Callable[[], object], fn_b: Callable[[], object], plan: Timi
         fn_b()
     synchronize(device)
     t1 = max(sample(fn_a, 1), sample(fn_b, 1), 1e-9)
-    inner = int(min(plan.max_inner, max(1, math.ceil(plan.min_sample_s / t1))))
+    inner = _inner_calls(plan, t1)
     a: list[float] = []
     b: list[float] = []
     deadline = time.perf_counter() + 2 * plan.max_total_s

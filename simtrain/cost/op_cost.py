@@ -280,7 +280,8 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
     sequential = op.attention is not None and not op.attention.fused
     for phase in ("fw", "agrad", "wgrad"):
         flops = getattr(op.flops, phase) * micro_batch * f.flops
-        bytes_moved = _phase_bytes(op, phase, f, micro_batch, ab) * traffic + _weight_bytes(op, phase, f, wb)
+        act_bytes = _phase_bytes(op, phase, f, micro_batch, ab)
+        bytes_moved = act_bytes * traffic + _weight_bytes(op, phase, f, wb)
         if flops == 0 and bytes_moved == 0:
             out.append((0.0, 0.0, 0.0))
             continue
@@ -298,7 +299,7 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
             sec = max(t_c, t_m) + eff.launch_overhead_s * kernels  # legs kept apart for the bottleneck
         sec += _fresh_tensor_s(op, phase, f, micro_batch, ab, wb, eff)
         if _dense_conv(op):  # NCHW activations reordered to the kernel's layout and back
-            sec += conv_layout_seconds(_phase_bytes(op, phase, f, micro_batch, ab), eff)
+            sec += conv_layout_seconds(act_bytes, eff)
         sec += random_draws_seconds(op, micro_batch, f, eff) if phase == "fw" else 0.0
         if fp8 and flops:
             cast_s, cast_k = _fp8_cast(phase, gemm, micro_batch, recipe, device, eff)

@@ -27,7 +27,7 @@ from pydantic import ConfigDict, Field
 from simtrain.specs.base import Seconds, Spec
 
 __all__ = ["Stack", "AttentionKernelName", "load_stack", "stack_names", "stack_of", "resolve_stack", "DEFAULT_STACK",
-           "cpu_comm_compute_slowdown"]
+           "cpu_comm_compute_slowdown", "COLLECTIVE_THREADS_PER_RANK"]
 
 AttentionKernelName = Literal["default", "cudnn", "fa3", "fa2", "sdpa", "triton", "eager"]
 """Fused-attention kernel families (components.md §2): cuDNN / Transformer Engine fused attention,
@@ -162,6 +162,10 @@ def resolve_stack(cfg):
     return cfg.model_copy(update=update) if update else cfg
 
 
+COLLECTIVE_THREADS_PER_RANK = 1
+"""Threads a CPU rank's collectives run on (gloo drives each process group from one thread)."""
+
+
 def cpu_comm_compute_slowdown(cores: int, ranks: int, threads_per_rank: int) -> float:
     """``comm_compute_slowdown`` of CPU ranks whose collectives run on the same host's cores (gloo:
     the reduction and the socket copies are CPU work on a gloo thread of each rank).
@@ -174,5 +178,5 @@ def cpu_comm_compute_slowdown(cores: int, ranks: int, threads_per_rank: int) -> 
     1 when the compute threads fill every core (two 1-thread ranks on a 2-core machine)."""
     if cores < 1 or ranks < 1 or threads_per_rank < 1:
         raise ValueError(f"cores, ranks and threads_per_rank must be ≥ 1, got {cores}, {ranks}, {threads_per_rank}")
-    short = ranks * (threads_per_rank + 1) - cores
+    short = ranks * (threads_per_rank + COLLECTIVE_THREADS_PER_RANK) - cores
     return min(1.0, max(0.0, short / ranks))
