@@ -165,8 +165,17 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not allowed")
 
 
-def _events(doc, where: str) -> list[tuple[str, float, float, object, str]]:
-    """(name, ts µs, dur µs, thread key, cat) of every complete event; bad events raise."""
+def _sequence_number(ev: dict) -> int | None:
+    """The autograd sequence number the profiler records on an op (``args["Sequence number"]``): a
+    forward op and the backward node autograd made of it carry the same one. Absent or malformed → None
+    (it only refines attribution, so a trace without it is still read)."""
+    args = ev.get("args")
+    seq = args.get("Sequence number") if isinstance(args, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 else None
+
+
+def _events(doc, where: str) -> list[tuple[str, float, float, object, str, int | None]]:
+    """(name, ts µs, dur µs, thread key, cat, sequence number) of every complete event; bad events raise."""
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
         raise SpecError.one(where, "traceEvents", "not a profiler trace: no list of trace events "
@@ -186,7 +195,8 @@ def _events(doc, where: str) -> list[tuple[str, float, float, object, str]]:
         if cat.lower() in _GPU_CATS:
             raise SpecError.one(where, f"traceEvents[{i}].cat", f"GPU event {cat!r}: only CPU traces are read "
                                 "(device kernel time needs kernel-to-op correlation, not done here)")
-        out.append((name, float(ts), float(dur), (repr(ev.get("pid")), repr(ev.get("tid"))), cat))
+        out.append((name, float(ts), float(dur), (repr(ev.get("pid")), repr(ev.get("tid"))), cat,
+                    _sequence_number(ev)))
     return out
 
 
@@ -198,6 +208,8 @@ class _Unit:
     root: str
     rank: int = -1
     names: list = field(default_factory=list)
+    seq: int | None = None
+    """A backward node's sequence number: the forward op autograd made it from."""
 
 
 def _classify(unit: _Unit, name: str) -> None:
@@ -210,11 +222,12 @@ def _classify(unit: _Unit, name: str) -> None:
         unit.group, unit.rank = cls.value, CLASS_RANK[cls]
 
 
-def _thread_units(events) -> tuple[list[_Unit], list[tuple[float, float]], list[float]]:
-    """Units of one thread, its ProfilerStep spans and Optimizer.step end times (events sorted by start)."""
+def _thread_units(events, forward: dict[int, _Unit]) -> tuple[list[_Unit], list[tuple[float, float]], list[float]]:
+    """Units of one thread, its ProfilerStep spans and Optimizer.step end times (events sorted by start);
+    ``forward`` gathers sequence number → the last forward unit whose ATen ops carry it."""
     units, steps, opt_ends = [], [], []
     stack: list[tuple[float, _Unit | None]] = []  # (end µs, the unit this frame opened or None)
-    for name, ts, dur, _, _ in events:
+    for name, ts, dur, _, _, seq in events:
         while stack and ts >= stack[-1][0] - _EPS_US:
             stack.pop()
         inside = next((u for _, u in reversed(stack) if u is not None), None)
@@ -223,18 +236,36 @@ def _thread_units(events) -> tuple[list[_Unit], list[tuple[float, float]], list[
             steps.append((ts, ts + dur))
         elif inside is not None:
             _classify(inside, name)
+            if seq is not None and inside.group != OPTIMIZER and not inside.root.startswith(_AUTOGRAD_NODE) \
+                    and name.startswith("aten::"):
+                forward[seq] = inside
         elif name.startswith(_OPT_PREFIXES):
             opened = _Unit(OPTIMIZER, ts, dur, name)
             if name.startswith("Optimizer.step#"):
                 opt_ends.append(ts + dur)
         elif name.startswith("aten::") or name.startswith(_AUTOGRAD_NODE):
-            opened = _Unit(None, ts, dur, name)
+            backward = name.startswith(_AUTOGRAD_NODE)
+            opened = _Unit(None, ts, dur, name, seq=seq if backward else None)
             _classify(opened, name)
             units.append(opened)
+            if seq is not None and not backward:
+                forward[seq] = opened  # the last op to carry a number made the node: ops that make none
+                # (views, no-grad ops) record the number the next node will get
         if opened is not None and opened.group == OPTIMIZER:
             units.append(opened)
         stack.append((ts + dur, opened))
     return units, steps, opt_ends
+
+
+def _follow_forward(units: list[_Unit], forward: dict[int, _Unit]) -> None:
+    """A backward node takes the class of the forward unit it was made from, as the importer prices a
+    torch call's backward with the call (``LogSoftmaxBackward0`` of ``aten::cross_entropy_loss`` is
+    the reduction's, ``TBackward0`` of ``aten::linear`` the matmul's); a node whose forward op is not
+    in the trace, or whose forward unit has no class, keeps its own."""
+    for u in units:
+        fwd = forward.get(u.seq) if u.seq is not None else None
+        if fwd is not None and fwd.group is not None and fwd.group != OPTIMIZER:
+            u.group = fwd.group
 
 
 def _step_of(spans: list[tuple[float, float]], ts: float) -> int | None:
@@ -273,10 +304,12 @@ def trace_times(doc, where: str = "trace", steps: int | None = None) -> TraceTim
     for ev in _events(doc, where):
         by_thread[ev[3]].append(ev)
     units, spans, opt_ends = [], [], []
+    forward: dict[int, _Unit] = {}
     for evs in by_thread.values():
         evs.sort(key=lambda e: (e[1], -e[2]))
-        u, s, o = _thread_units(evs)
+        u, s, o = _thread_units(evs, forward)
         units, spans, opt_ends = units + u, spans + s, opt_ends + o
+    _follow_forward(units, forward)
     if not units:
         raise SpecError.one(where, "traceEvents", "no ATen ops in the trace (profile with ProfilerActivity.CPU)")
     n = _step_count(where, len(spans), len(opt_ends), steps)

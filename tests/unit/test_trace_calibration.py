@@ -78,6 +78,38 @@ def test_units_are_counted_once_by_their_highest_class():
     assert t.relative_spread("matmul") == pytest.approx(0.0)
 
 
+def _seq(ev, n):
+    return {**ev, "args": {"Sequence number": n}}
+
+
+def test_backward_nodes_take_the_class_of_the_forward_call_that_made_them():
+    """cross_entropy_loss = log_softmax (seq 5) + nll_loss (seq 6) is one reduction unit; its
+    LogSoftmaxBackward0 (seq 5, an elementwise kernel on its own) is the reduction's too, as the importer
+    prices a call's backward with the call. A no-grad op before a call records the number the call's
+    node gets (arange, seq 7, then embedding, seq 7): the later op made the node."""
+    events = [
+        _x("ProfilerStep#0", 0, 2000, cat="user_annotation"),
+        _seq(_x("aten::cross_entropy_loss", 10, 100), 5), _seq(_x("aten::log_softmax", 11, 40), 5),
+        _seq(_x("aten::_log_softmax", 12, 38), 5),
+        _seq(_x("aten::nll_loss", 60, 40), 6), _seq(_x("aten::nll_loss_forward", 61, 38), 6),
+        _seq(_x("aten::arange", 120, 5), 7), _seq(_x("aten::embedding", 130, 20), 7),
+        _seq(_x("autograd::engine::evaluate_function: NllLossBackward0", 200, 30), 6),
+        _seq(_x("aten::nll_loss_backward", 201, 25), 6),
+        _seq(_x("autograd::engine::evaluate_function: LogSoftmaxBackward0", 240, 50), 5),
+        _seq(_x("aten::_log_softmax_backward_data", 241, 45), 5),
+        _seq(_x("autograd::engine::evaluate_function: EmbeddingBackward0", 300, 60), 7),
+        _x("aten::embedding_dense_backward", 301, 55),
+        _seq(_x("autograd::engine::evaluate_function: ReluBackward0", 400, 10), 99),  # forward not traced
+        _x("aten::threshold_backward", 401, 8),
+    ]
+    t = trace_times({"traceEvents": events}, "t.json")
+    assert t.seconds == pytest.approx({"reduction": 180e-6, "memory": 5e-6, "embedding": 80e-6,
+                                       "elementwise": 10e-6})
+    assert t.units == {"reduction": 3, "memory": 1, "embedding": 2, "elementwise": 1}
+    bad = [_seq(ev, True) if "LogSoftmaxBackward0" in ev["name"] else ev for ev in events]  # bool: ignored
+    assert trace_times({"traceEvents": bad}, "t.json").seconds["elementwise"] == pytest.approx(60e-6)
+
+
 def test_steps_from_optimizer_markers_and_explicit_steps():
     doc = _trace(3)
     doc["traceEvents"] = [e for e in doc["traceEvents"] if not e["name"].startswith("ProfilerStep")]
