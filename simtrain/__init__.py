@@ -35,6 +35,7 @@ _EXPORTS = {
     "RunRecord": "simtrain.calibrate.runs", "calibrate_runs": "simtrain.calibrate.runs",
     "Calibration": "simtrain.calibrate.runs", "load_calibration": "simtrain.calibrate.runs",
     "calibrate_classes": "simtrain.calibrate.trace_fit", "load_run_records": "simtrain.calibrate.run_files",
+    "compare_ops": "simtrain.calibrate.trace_compare",
     "compare": "simtrain.report.compare",
     "simulate_run": "simtrain.sim.goodput",
     # software stacks

@@ -46,7 +46,7 @@ from pathlib import Path
 from simtrain.errors import SimtrainError, SpecError
 from simtrain.glossary import OpClass
 
-__all__ = ["TraceTimes", "read_profiler_trace", "trace_times", "op_class_of", "MAX_TRACE_BYTES",
+__all__ = ["TraceTimes", "CallTime", "read_profiler_trace", "trace_times", "op_class_of", "MAX_TRACE_BYTES",
            "OPTIMIZER", "UNMAPPED"]
 
 MAX_TRACE_BYTES = 256 * 2**20
@@ -61,6 +61,21 @@ _EPS_US = 0.01
 _ROBUST_STEPS = 3
 """With at least this many marked steps, a group's time is its median over the steps, else the mean."""
 _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver"})
+
+
+@dataclass(frozen=True)
+class CallTime:
+    """One forward call of a step (an outermost ATen op outside the optimizer) and the backward nodes
+    autograd made of it (matched by sequence number): seconds per step, median over the marked steps."""
+
+    root: str
+    """The call's outermost ATen op, e.g. ``aten::conv2d``."""
+    group: str
+    """Its op class (``unmapped`` when no ruled ATen op is inside)."""
+    fw_s: float
+    bw_s: float
+    bw_units: float = 0.0
+    """Backward nodes per step counted in ``bw_s``."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,9 @@ class TraceTimes:
     """Seconds per group of each marked step (empty without step markers)."""
     unmapped_names: tuple[str, ...] = ()
     source: str = ""
+    calls: tuple[CallTime, ...] = ()
+    """The forward calls of one step in order, each with its backward (empty when the steps' forward
+    calls do not line up: see :func:`_calls`)."""
 
     @property
     def attributed_s(self) -> float:
@@ -210,6 +228,8 @@ class _Unit:
     names: list = field(default_factory=list)
     seq: int | None = None
     """A backward node's sequence number: the forward op autograd made it from."""
+    parent: _Unit | None = None
+    """A backward node's forward unit (by sequence number), when it is in the trace."""
 
 
 def _classify(unit: _Unit, name: str) -> None:
@@ -265,7 +285,35 @@ def _follow_forward(units: list[_Unit], forward: dict[int, _Unit]) -> None:
     for u in units:
         fwd = forward.get(u.seq) if u.seq is not None else None
         if fwd is not None and fwd.group is not None and fwd.group != OPTIMIZER:
-            u.group = fwd.group
+            u.group, u.parent = fwd.group, fwd
+
+
+def _calls(units: list[_Unit], spans: list[tuple[float, float]]) -> tuple[CallTime, ...]:
+    """Per step, its forward calls in order with the backward time of each (:class:`CallTime`); the
+    median per position over the steps whose forward calls have the same names as the first complete
+    step's (a step the profiler cut short, or a data-dependent graph, is left out)."""
+    if not spans:
+        return ()
+    steps: list[list[_Unit]] = [[] for _ in spans]
+    for u in units:
+        if u.parent is None and u.group != OPTIMIZER and not u.root.startswith(_AUTOGRAD_NODE):
+            k = _step_of(spans, u.start)
+            if k is not None:
+                steps[k].append(u)
+    back: dict[int, list[_Unit]] = defaultdict(list)
+    for u in units:
+        if u.parent is not None:
+            back[id(u.parent)].append(u)
+    names = [tuple(u.root for u in s) for s in steps]
+    ref = max(set(names), key=names.count)
+    same = [s for s, n in zip(steps, names, strict=True) if n == ref]
+    out = []
+    for i, first in enumerate(same[0]):
+        bws = [sum(b.dur for b in back[id(s[i])]) for s in same]
+        out.append(CallTime(root=first.root, group=first.group or UNMAPPED,
+                            fw_s=statistics.median(s[i].dur for s in same) * 1e-6,
+                            bw_s=statistics.median(bws) * 1e-6, bw_units=float(len(back[id(first)]))))
+    return tuple(out)
 
 
 def _step_of(spans: list[tuple[float, float]], ts: float) -> int | None:
@@ -330,6 +378,7 @@ def trace_times(doc, where: str = "trace", steps: int | None = None) -> TraceTim
         total[group] += u.dur * 1e-6
         count[group] += 1
     steps_s = [(e - s) * 1e-6 for s, e in spans]
+    calls = _calls(units, spans)
     if len(per_step) >= _ROBUST_STEPS:  # the median step: one step a busy machine interrupted moves nothing
         seconds = {g: statistics.median(p.get(g, 0.0) for p in per_step) for g in sorted(total)}
         step_s = statistics.median(steps_s)
@@ -338,7 +387,7 @@ def trace_times(doc, where: str = "trace", steps: int | None = None) -> TraceTim
         step_s = sum(steps_s) / len(steps_s) if steps_s else None
     return TraceTimes(seconds=seconds, steps=n, step_s=step_s, units={g: v / n for g, v in sorted(count.items())},
                       per_step=tuple(dict(s) for s in per_step), unmapped_names=tuple(sorted(unmapped)[:50]),
-                      source=where)
+                      source=where, calls=calls)
 
 
 def read_profiler_trace(path: str | os.PathLike, steps: int | None = None,

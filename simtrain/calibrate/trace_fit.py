@@ -34,7 +34,7 @@ from simtrain.errors import SimtrainError, SpecError
 from simtrain.glossary import OpClass
 
 __all__ = ["predicted_groups", "calibrate_classes", "MIN_SHARE", "RIDGE", "group_factor",
-           "without_profiler_overhead"]
+           "without_profiler_overhead", "stage_setup", "load_times"]
 
 MIN_SHARE = 0.03
 """A group needs this share of the trace's attributed time to be fitted (below it the trace's
@@ -51,14 +51,14 @@ def group_factor(group: str) -> str:
     return "memory" if group == OPTIMIZER else class_factor(group)
 
 
-def predicted_groups(model, cluster, cfg) -> dict[str, float]:
-    """Predicted seconds per step of each op class and of the optimizer (one pipeline stage), and
-    ``other``: the rest of the estimated step (exposed communication, data stall, host-bound waits)."""
+def stage_setup(model, cluster, cfg):
+    """(prepared model, its program, the stage's op coster, its model-index items) of the traced run:
+    one process (``pp`` = 1), as :func:`predicted_groups` and the per-op comparison price it."""
     from simtrain.cost.emulation import emulated_cluster
     from simtrain.cost.precision import regime
-    from simtrain.estimator import build_program, estimate, prepare_model
+    from simtrain.estimator import build_program, prepare_model
     from simtrain.parallel.model_index import model_index
-    from simtrain.parallel.program import _OpCoster, stage_compute
+    from simtrain.parallel.program import _OpCoster
     from simtrain.specs.stack import resolve_stack, stack_of
     cfg = resolve_stack(cfg)
     if cfg.pp != 1:
@@ -68,10 +68,20 @@ def predicted_groups(model, cluster, cfg) -> dict[str, float]:
     program = build_program(model, cluster, cfg)
     if isinstance(program, list):
         raise SpecError.one(None, "config", "the traced run is predicted infeasible: " + "; ".join(program)[:300])
-    lay, stage = program.layout, program.stages[0]
-    coster = _OpCoster(cluster, program.regime, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance,
+    coster = _OpCoster(cluster, program.regime, program.layout, cfg.sequence_parallel, model, cfg.moe_load_imbalance,
                        stack_of(cfg))
-    items = model_index(model).items(stage.blocks)
+    return model, program, coster, model_index(model).items(program.stages[0].blocks)
+
+
+def predicted_groups(model, cluster, cfg) -> dict[str, float]:
+    """Predicted seconds per step of each op class and of the optimizer (one pipeline stage), and
+    ``other``: the rest of the estimated step (exposed communication, data stall, host-bound waits)."""
+    from simtrain.estimator import estimate
+    from simtrain.parallel.program import stage_compute
+    from simtrain.specs.stack import resolve_stack
+    cfg = resolve_stack(cfg)
+    prepared, program, coster, items = stage_setup(model, cluster, cfg)
+    lay, stage = program.layout, program.stages[0]
     out: dict[str, float] = {}
     for cls in OpClass:
         mine = [it for it in items if it[0].op_class is cls]
@@ -152,12 +162,21 @@ def _uncertainty(times: TraceTimes, groups, names, jac) -> dict[str, float]:
     return {n: (float(math.sqrt(max(cov[i, i], 0.0))) if seen[i] else float("inf")) for i, n in enumerate(names)}
 
 
-def _times(trace, steps: int | None) -> TraceTimes:
+def load_times(trace, steps: int | None = None, untraced_step_s: float | None = None) -> TraceTimes:
+    """``trace`` (a path or :class:`TraceTimes`) read, less the profiler's own cost when the untraced
+    step time is given (:func:`without_profiler_overhead`)."""
     if isinstance(trace, TraceTimes):
-        return trace
-    if isinstance(trace, (str, os.PathLike)):
-        return read_profiler_trace(Path(trace), steps=steps)
-    raise SimtrainError(f"trace: expected a path or a TraceTimes, got {type(trace).__name__}")
+        times = trace
+    elif isinstance(trace, (str, os.PathLike)):
+        times = read_profiler_trace(Path(trace), steps=steps)
+    else:
+        raise SimtrainError(f"trace: expected a path or a TraceTimes, got {type(trace).__name__}")
+    if untraced_step_s is None:
+        return times
+    if not (isinstance(untraced_step_s, (int, float)) and not isinstance(untraced_step_s, bool)
+            and math.isfinite(untraced_step_s) and untraced_step_s > 0):
+        raise SpecError.one(None, "untraced_step_s", f"must be a positive number of seconds, got {untraced_step_s!r}")
+    return without_profiler_overhead(times, float(untraced_step_s))
 
 
 def without_profiler_overhead(times: TraceTimes, untraced_step_s: float) -> TraceTimes:
@@ -172,7 +191,9 @@ def without_profiler_overhead(times: TraceTimes, untraced_step_s: float) -> Trac
         return times
     per_unit = (times.step_s - untraced_step_s) / units
     seconds = {g: max(s - times.units.get(g, 0.0) * per_unit, 0.1 * s) for g, s in times.seconds.items()}
-    return replace(times, seconds=seconds, step_s=untraced_step_s)
+    calls = tuple(replace(c, fw_s=max(c.fw_s - per_unit, 0.1 * c.fw_s),
+                          bw_s=max(c.bw_s - c.bw_units * per_unit, 0.1 * c.bw_s)) for c in times.calls)
+    return replace(times, seconds=seconds, step_s=untraced_step_s, calls=calls)
 
 
 def calibrate_classes(trace, model, cluster, config, steps: int | None = None,
@@ -186,11 +207,7 @@ def calibrate_classes(trace, model, cluster, config, steps: int | None = None,
     from simtrain.calibrate.runs import Calibration, ClassFit
     from simtrain.inputs import as_cluster, as_config, as_model
     model, cluster, config = as_model(model), as_cluster(cluster), as_config(config)
-    times = _times(trace, steps)
-    if untraced_step_s is not None:
-        if not (isinstance(untraced_step_s, (int, float)) and math.isfinite(untraced_step_s) and untraced_step_s > 0):
-            raise SpecError.one(None, "untraced_step_s", f"must be a positive number of seconds, got {untraced_step_s!r}")
-        times = without_profiler_overhead(times, float(untraced_step_s))
+    times = load_times(trace, steps, untraced_step_s)
     before = predicted_groups(model, cluster, config)
     groups = _fittable(times, before)
     if not groups:

@@ -18,6 +18,9 @@ model M (:mod:`simtrain.calibrate.trace_fit`) on ``--hardware`` (default ``host-
 traced run's batch (``--global-batch-size``, required) and settings, and writes the calibration:
 
     simtrain calibrate --trace a.trace.json --model mlp-mnist --global-batch-size 64 --out cal.yaml
+
+``--compare-ops N`` also prints the N ops whose measured time (the trace's call with its backward)
+is furthest from the predicted one (:mod:`simtrain.calibrate.trace_compare`).
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ def register(subparsers) -> None:
     t.add_argument("--steps", type=int, help="training steps in the trace (default: its step markers)")
     t.add_argument("--untraced-step-time", type=float, dest="untraced_step_s", metavar="SECONDS",
                    help="the same step timed without the profiler: the trace's own overhead is taken out first")
+    t.add_argument("--compare-ops", type=int, metavar="N", dest="compare_ops",
+                   help="also print the N ops furthest from their prediction (trace call vs model op, fw / bw)")
     for flag, typ in _TRACE_CONFIG.items():
         t.add_argument(f"--{flag}", type=typ, dest=flag.replace("-", "_"))
     p.set_defaults(func=run)
@@ -117,12 +122,18 @@ def _from_trace(args: argparse.Namespace) -> int:
         raise SpecError.one(None, "--global-batch-size", "--trace needs the traced run's batch per step")
     fields.setdefault("micro_batch_size", fields["global_batch_size"])
     cfg = TrainConfig.build("(flags)", **fields)
-    cal = calibrate_classes(args.trace, load_model(args.model), hardware_cluster(args.hardware, arg="--hardware"),
-                            cfg, steps=args.steps, untraced_step_s=args.untraced_step_s)
+    if args.compare_ops is not None and args.compare_ops < 1:
+        raise SpecError.one(None, "--compare-ops", "must be a number of ops ≥ 1")
+    model, cluster = load_model(args.model), hardware_cluster(args.hardware, arg="--hardware")
+    cal = calibrate_classes(args.trace, model, cluster, cfg, steps=args.steps, untraced_step_s=args.untraced_step_s)
     out = args.out if args.out != Path("profile.yaml") else Path("calibration.yaml")
     cal.to_yaml(out)
     print(cal.summary())
     print(f"calibration: {out}")
+    if args.compare_ops is not None:
+        from simtrain.calibrate.trace_compare import compare_ops, ops_table
+        rows = compare_ops(args.trace, model, cluster, cfg, steps=args.steps, untraced_step_s=args.untraced_step_s)
+        print(ops_table(rows, args.compare_ops))
     return 0
 
 

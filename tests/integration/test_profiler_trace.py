@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 import simtrain as st  # noqa: E402
 from simtrain.calibrate.factors import BOUNDS, scaled_cluster  # noqa: E402
 from simtrain.calibrate.trace import read_profiler_trace  # noqa: E402
+from simtrain.calibrate.trace_compare import compare_ops  # noqa: E402
 from simtrain.calibrate.trace_fit import calibrate_classes, predicted_groups  # noqa: E402
 from simtrain.cli import main  # noqa: E402
 from simtrain.cost.compute import compute_seconds, device_efficiency  # noqa: E402
@@ -109,6 +110,18 @@ def test_factors_fitted_on_a_apply_to_b_as_hand_derived(traced_mlp, cpu):
     assert step_after == pytest.approx(sum(after.values()), rel=1e-9)
 
 
+def test_each_linear_of_the_trace_pairs_with_the_models(traced_mlp, cpu):
+    model, path = traced_mlp
+    rows = compare_ops(path, model, cpu, _cfg(64))
+    linears = [r for r in rows if r.group == "matmul"]
+    assert [r.call for r in linears] == ["aten::linear"] * 3
+    assert [r.op for r in linears] == [op.name for op in model.ops if op.op_class is OpClass.MATMUL]
+    for r in linears:  # a real forward and a real backward (AddmmBackward0 + TBackward0) on both sides
+        assert r.measured_fw_s > 0 and r.measured_bw_s > 0 and r.predicted_fw_s > 0 and r.predicted_bw_s > 0
+    loss = next(r for r in rows if r.call == "aten::cross_entropy_loss")
+    assert loss.group == "reduction" and loss.measured_bw_s > 0  # its backward nodes follow it
+
+
 def test_cli_calibrates_from_the_trace(traced_mlp, tmp_path, capsys):
     _, path = traced_mlp
     out = tmp_path / "cal.yaml"
@@ -120,6 +133,13 @@ def test_cli_calibrates_from_the_trace(traced_mlp, tmp_path, capsys):
     cal = st.load_calibration(out)
     assert "class:matmul" in cal.factors and cal.classes
     assert "class:matmul" in text and "inside ops" in text
+    assert main(["calibrate", "--trace", str(path), "--model", "mlp-mnist", "--global-batch-size", "64",
+                 "--optimizer", "momentum", "--out", str(out), "--compare-ops", "4"]) == 0
+    table = capsys.readouterr().out.split("| op | trace call |")[1]
+    assert table.count("aten::linear") >= 1 and "All " in table
+    assert main(["calibrate", "--trace", str(path), "--model", "mlp-mnist", "--global-batch-size", "64",
+                 "--out", str(out), "--compare-ops", "0"]) == 2
+    assert "--compare-ops" in capsys.readouterr().err
     assert main(["calibrate", "--trace", str(path), "--model", "mlp-mnist", "--global-batch-size", "64",
                  "--steps", "5", "--out", str(out)]) == 2
     assert "holds 3 Optimizer.step markers" in capsys.readouterr().err
