@@ -14,6 +14,11 @@ factor fitted on A alone can be expected to help B on average; the report shows 
 (MLPs, CNNs, transformers), where shared kernels make shared errors likelier.
 
     python -m validation.trace_transfer [--trials 3] [--out validation/results/trace-transfer.md]
+                                        [--ops-out validation/results/trace-ops.md]
+
+``--ops-out`` also writes, from the first trial's traces, each model's ops furthest from their
+prediction (:func:`simtrain.calibrate.trace_compare.compare_ops`) and its per-class measured and
+predicted seconds: where the per-class factors come from, op by op.
 
 Timings on a shared, busy 2-core machine move by ±10–30 % run to run; the report prints the load
 average before and after, and every trial, so the spread is visible next to the means.
@@ -33,6 +38,7 @@ import torch
 
 import simtrain as st
 from simtrain.calibrate.trace import read_profiler_trace
+from simtrain.calibrate.trace_compare import compare_ops, ops_table
 from simtrain.calibrate.trace_fit import calibrate_classes
 from validation.steps import make_optimizer, time_steps, train_config, train_step
 from validation.workloads import unseen_workloads, workloads
@@ -49,6 +55,8 @@ FAMILY = {"mlp": "mlp", "wide_mlp": "mlp", "cnn_bn": "cnn", "resnet18": "cnn", "
           "moe": "transformer", "mha_tf": "transformer", "patch_mixer": "transformer"}
 """Model family: the transfers are also summarised within and across families."""
 ALL_MODELS = ",".join(FAMILY)
+_OPS: dict[str, tuple[list, float]] = {}
+"""Model → (its op comparison in the first trial, its untraced step seconds), for ``--ops-out``."""
 
 
 def _profile(step, path: Path, steps: int) -> Path:
@@ -91,6 +99,9 @@ def run_trial(prepared, cluster, steps: int, repeats: int, tmp: Path, trial: int
     for a, (wa, ma, _) in prepared.items():
         cal = calibrate_classes(traces[a], ma, cluster, train_config(wa.batch, wa.optimizer),
                                 untraced_step_s=measured[a])
+        if trial == 0:
+            _OPS[a] = compare_ops(traces[a], ma, cluster, train_config(wa.batch, wa.optimizer),
+                                  untraced_step_s=measured[a]), measured[a]
         applied = cal.apply(cluster)
         gap = read_profiler_trace(traces[a]).gap_s
         ratio_a = measured[a] / st.estimate(ma, cluster, train_config(wa.batch, wa.optimizer)).step_time_s
@@ -189,6 +200,28 @@ def _markdown(rows, summary, load, args) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _class_line(rows) -> str:
+    """Measured / predicted seconds per class over the paired and unpaired ops of one model."""
+    per: dict[str, list[float]] = {}
+    for r in rows:
+        m, p = per.setdefault(r.group, [0.0, 0.0]), r
+        m[0] += p.measured_s or 0.0
+        m[1] += p.predicted_s or 0.0
+    return ", ".join(f"{g} {1e3 * m:.1f} / {1e3 * p:.1f} ms" for g, (m, p) in sorted(per.items()) if m + p > 1e-4)
+
+
+def ops_markdown(top: int = 8) -> str:
+    """Per model of the first trial: measured / predicted per class and the ``top`` ops furthest apart."""
+    lines = ["# Op by op: the first trial's traces against the per-op prediction (issue 12)", "",
+             "Each model's forward calls, each with the backward nodes autograd made of it, paired with the "
+             "model's ops of the same class in order (`st.compare_ops`); seconds per step, the profiler's "
+             "own cost taken out per unit. Optimizer and time between calls are not in these rows.", ""]
+    for name, (rows, step_s) in _OPS.items():
+        lines += [f"## {name} (untraced step {1e3 * step_s:.1f} ms)", "",
+                  f"Per class, measured / predicted: {_class_line(rows)}.", "", ops_table(rows, top), ""]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=ALL_MODELS)
@@ -198,6 +231,7 @@ def main(argv=None) -> int:
     p.add_argument("--hardware", default=str(DEFAULT_HARDWARE))
     p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for a quiet machine before a trial")
     p.add_argument("--out", type=Path, default=HERE / "results" / "trace-transfer.md")
+    p.add_argument("--ops-out", type=Path, help="also write the first trial's op-by-op comparison here")
     args = p.parse_args(argv)
     cluster = st.Cluster.single(st.load_device(args.hardware))
     prepared = _prepare(args.models.split(","))
@@ -213,6 +247,9 @@ def main(argv=None) -> int:
     text = _markdown(rows, summary, (load0, os.getloadavg()[0]), args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
+    if args.ops_out is not None:
+        args.ops_out.parent.mkdir(parents=True, exist_ok=True)
+        args.ops_out.write_text(ops_markdown(), encoding="utf-8")
     print(text)
     print(f"({time.perf_counter() - start:.0f} s)")
     return 0
