@@ -27,11 +27,14 @@ from simtrain.cost.compute import (
     op_seconds,
     strided_agrad_factor,
 )
-from simtrain.glossary import DTYPE_BYTES
+from simtrain.cost.op_cost import cpu_flash_blocks
+from simtrain.glossary import DTYPE_BYTES, DeviceKind
 from simtrain.graph.op import Gemm
+from simtrain.graph.rules.attention import block_causal_fraction
 from simtrain.specs.hardware import Device, Efficiency
 
-__all__ = ["row_gemm", "row_output_bytes", "predict_row", "row_agrad_factor", "row_conv_layout_bytes", "predict_collective"]
+__all__ = ["row_gemm", "row_output_bytes", "predict_row", "row_agrad_factor", "row_attention_factor",
+           "row_conv_layout_bytes", "predict_collective"]
 
 #: vector benches that allocate their output (bench_vector.py) → its element count from the row's params
 _OUTPUT_NUMEL = {"layernorm": ("rows", "cols"), "rmsnorm": ("rows", "cols"), "softmax": ("rows", "cols"),
@@ -76,8 +79,9 @@ def predict_row(row: Row, device: Device, eff: Efficiency, own_kind: bool = True
     parts = row.calls
     phases = ("fw",) * parts if row.phase == "fw" else ("agrad", "wgrad", "bw", "bw")[:parts]
     total = first_touch_seconds(row_output_bytes(row), eff) + conv_layout_seconds(row_conv_layout_bytes(row), eff)
+    executed = row_attention_factor(row, device)
     for phase in phases:
-        work = row_agrad_factor(row, eff) if phase == "agrad" else 1.0
+        work = executed * (row_agrad_factor(row, eff) if phase == "agrad" else 1.0)
         total += op_seconds(work * row.flops / parts, row.bytes_moved / parts, row.op_class, device, row.dtype,
                             gemm=gemm, efficiency=eff, m_rows=m_rows, phase=phase,
                             kind=row.bench if own_kind else None)
@@ -91,6 +95,18 @@ def row_conv_layout_bytes(row: Row) -> float:
     if row.bench != "conv2d" or int(row.params["groups"]) != 1:
         return 0.0
     return activation_bytes(row.params, DTYPE_BYTES[row.dtype]) * (1 if row.phase == "fw" else 2)
+
+
+def row_attention_factor(row: Row, device: Device) -> float:
+    """Executed over counted work of a causal attention row: the row counts the kept triangle
+    (calibrate/counts.py), the device's kernel executes what ``executed_flops_fraction`` says a graph's
+    fused causal attention executes there (on a CPU, whole 512-key blocks); 1 for other rows."""
+    p = row.params
+    if row.bench != "sdpa" or not p.get("causal") or device.kind is not DeviceKind.CPU:
+        return 1.0
+    sq, skv = int(p["seq_q"]), int(p["seq_kv"])
+    kept = (sq + 1) / (2.0 * sq) if sq == skv else 1.0
+    return block_causal_fraction(sq, skv, *cpu_flash_blocks(sq)) / kept
 
 
 def row_agrad_factor(row: Row, eff: Efficiency) -> float:

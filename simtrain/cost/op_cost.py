@@ -33,11 +33,12 @@ from simtrain.cost.compute import (
     strided_agrad_factor,
 )
 from simtrain.cost.precision import Regime
-from simtrain.glossary import DType, OpClass
+from simtrain.glossary import DeviceKind, DType, OpClass
 from simtrain.graph.op import Gemm, Op
+from simtrain.graph.rules.attention import block_causal_fraction
 from simtrain.specs.hardware import Device, Efficiency
 
-__all__ = ["OpCost", "ShardFactors", "shard_factors", "op_cost", "conv_stride", "saved_bytes", "executed_flops_fraction",
+__all__ = ["OpCost", "ShardFactors", "shard_factors", "op_cost", "conv_stride", "saved_bytes", "executed_flops_fraction", "cpu_flash_blocks",
            "runs_in_fp8", "FP8_CAST_PASSES",
            "random_draws_seconds"]
 
@@ -86,13 +87,24 @@ def shard_factors(op: Op, tp: int, sp: bool, ep: int = 1) -> ShardFactors:
     return _FULL
 
 
-def executed_flops_fraction(op: Op) -> float:
-    """Fraction of the op's (full-convention) FLOPs the kernel actually executes: a fused causal
-    attention kernel skips the blocks above the diagonal, ≈ (s + 1) / (2s) of the square; a
-    materialised one computes the whole score matrix and masks it."""
+def cpu_flash_blocks(seq_q: int) -> tuple[int, int]:
+    """(query block, key block) of PyTorch's CPU flash-attention kernel for ``seq_q`` queries: 32 /
+    64 / 256 queries below 192 / below 768 / from 768, always 512 keys, forward and backward
+    (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp, ``flash_attention_kernel_impl``)."""
+    return (32 if seq_q < 192 else 64 if seq_q < 768 else 256), 512
+
+
+def executed_flops_fraction(op: Op, device: Device | None = None) -> float:
+    """Fraction of the op's (full-convention) FLOPs the kernel actually executes. A fused causal
+    attention kernel on a GPU skips the tiles above the diagonal, ≈ (s + 1) / (2s) of the square;
+    PyTorch's CPU flash kernel skips only whole 512-key blocks past each query block's last key
+    (:func:`cpu_flash_blocks`, ``block_causal_fraction``): nothing up to 512 keys, a quarter of the
+    square at 1024. A materialised kernel computes the whole score matrix and masks it."""
     att = op.attention
     if att is None or not att.causal or not att.fused:
         return 1.0
+    if device is not None and device.kind is DeviceKind.CPU:
+        return block_causal_fraction(att.seq_q, att.seq_kv, *cpu_flash_blocks(att.seq_q))
     return (att.seq_q + 1) / (2.0 * att.seq_q)
 
 
@@ -173,7 +185,7 @@ def _attention_kernel_s(op: Op, phase: str, micro_batch: float, f: ShardFactors,
     if phase == "wgrad":
         return 0.0
     att = op.attention
-    run = executed_flops_fraction(op)
+    run = executed_flops_fraction(op, device)
     fw_exec = op.flops.fw * micro_batch * f.flops * run
     flops = fw_exec if phase == "fw" else FUSED_ATTENTION_BW_RATIO * fw_exec
     return attention_kernel_seconds(flops, phase, att.seq_q, att.causal, kernel, device, dtype, eff)
@@ -274,7 +286,7 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
     recipe = stack.fp8_recipe if stack is not None else "delayed"
     gemm = _sharded_gemm(op, tp)
     m_rows = (gemm.m * micro_batch) if gemm is not None else 1
-    run = executed_flops_fraction(op)
+    run = executed_flops_fraction(op, device)
     ab, wb = reg.act_bytes, reg.weight_bytes
     out, mem_bound = [], 0.0
     sequential = op.attention is not None and not op.attention.fused

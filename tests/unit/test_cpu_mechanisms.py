@@ -477,3 +477,42 @@ def test_paired_benches_alternate_their_samples():
     rows = Bench("cpu", plan).row_pair("x", {"numel": 3}, "on", (0.0, 12.0), lambda: None, lambda: None)
     assert [r.params["on"] for r in rows] == [True, False]
     assert all(r.params["numel"] == 3 and r.op_class is None and r.repeats == 4 for r in rows)
+
+
+def test_cpu_flash_attention_skips_only_whole_key_blocks():
+    """PyTorch's CPU flash kernel (query blocks 32 / 64 / 256, key blocks 512) runs every key block
+    that starts before a query block's last key. s ≤ 512: one key block, nothing skipped. s = 1024,
+    query blocks of 256: last keys 256, 512, 768, 1024 → 512, 512, 1024, 1024 keys run → 3/4.
+    s = 2048: (512 + 512 + 1024 + 1024 + 1536 + 1536 + 2048 + 2048) / (8 · 2048) = 5/8."""
+    from simtrain.cost.op_cost import cpu_flash_blocks, executed_flops_fraction
+    from simtrain.graph.rules.attention import block_causal_fraction
+    from simtrain.graph.rules.registry import make_op
+    assert cpu_flash_blocks(128) == (32, 512) and cpu_flash_blocks(512) == (64, 512)
+    assert cpu_flash_blocks(1024) == (256, 512)
+    for s in (64, 128, 512):
+        assert block_causal_fraction(s, s, *cpu_flash_blocks(s)) == 1.0
+    assert block_causal_fraction(1024, 1024, 256, 512) == pytest.approx(0.75)
+    assert block_causal_fraction(2048, 2048, 256, 512) == pytest.approx(0.625)
+    # blocks of one query and one key are the exact triangle: (s + 1) / (2s)
+    assert block_causal_fraction(16, 16, 1, 1) == pytest.approx(17 / 32)
+    import simtrain as st
+    op = make_op("attention", "a", "b", heads=4, head_dim=8, seq=1024, causal=True, fused=True)
+    assert executed_flops_fraction(op, st.load_device("host-cpu")) == pytest.approx(0.75)
+    assert executed_flops_fraction(op, st.load_device("h100-sxm5-80gb")) == pytest.approx(1025 / 2048)
+    assert executed_flops_fraction(op) == pytest.approx(1025 / 2048)
+
+
+def test_causal_sdpa_rows_run_the_blocks_a_cpu_executes():
+    """A causal sdpa row counts the kept triangle; on a CPU its prediction runs the executed blocks:
+    at s = 128 the whole square, (2·128)/(129) × the counted FLOPs; on a GPU the counted FLOPs."""
+    import simtrain as st
+    from simtrain.calibrate.predict import row_attention_factor
+    params = {"batch": 2, "heads": 4, "seq_q": 128, "seq_kv": 128, "head_dim": 64, "causal": True}
+    row = Row(bench="sdpa", op_class=OpClass.ATTENTION, dtype=DType.FP32, phase="fw", params=params,
+              flops=1.0, bytes_moved=1.0, median_s=1e-3, p10_s=1e-3, p90_s=1e-3, repeats=3)
+    assert row_attention_factor(row, st.load_device("host-cpu")) == pytest.approx(256 / 129)
+    assert row_attention_factor(row, st.load_device("h100-sxm5-80gb")) == 1.0
+    bidir = Row(bench="sdpa", op_class=OpClass.ATTENTION, dtype=DType.FP32, phase="fw",
+                params=dict(params, causal=False), flops=1.0, bytes_moved=1.0, median_s=1e-3, p10_s=1e-3,
+                p90_s=1e-3, repeats=3)
+    assert row_attention_factor(bidir, st.load_device("host-cpu")) == 1.0

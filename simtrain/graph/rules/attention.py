@@ -35,7 +35,7 @@ from simtrain.graph.op import AttentionInfo, Gemm, Op, PhaseCounts, Saved
 from simtrain.graph.rules._util import attrs_of, pc, pos_int, prob
 from simtrain.graph.rules.registry import rule
 
-__all__ = ["attention", "rotary", "attention_flops", "causal_fraction"]
+__all__ = ["attention", "rotary", "attention_flops", "causal_fraction", "block_causal_fraction"]
 
 LSE_BYTES = 4  # fp32 log-sum-exp per (query row, head)
 
@@ -104,6 +104,23 @@ def causal_fraction(seq_q: int, seq_kv: int) -> float:
     else:
         kept = seq_kv * (seq_kv + 1) / 2
     return kept / (seq_q * seq_kv)
+
+
+def block_causal_fraction(seq_q: int, seq_kv: int, q_block: int, kv_block: int) -> float:
+    """Share of the seq_q × seq_kv score matrix a causal kernel computes when it skips masked work only
+    in whole key blocks: each block of ``q_block`` queries starting at row m runs every block of
+    ``kv_block`` keys that starts before its last visible key, min(m + q_block, seq_kv) (top-left
+    aligned, as PyTorch's CPU flash kernel masks), the last one in full. One key block (seq_kv ≤
+    kv_block) is the whole matrix: the mask is applied, nothing is skipped."""
+    if seq_q <= 0 or seq_kv <= 0:
+        return 1.0
+    computed = 0
+    for m in range(0, seq_q, q_block):
+        rows = min(q_block, seq_q - m)
+        last = min(m + rows, seq_kv)
+        blocks = -(-last // kv_block)
+        computed += rows * min(blocks * kv_block, seq_kv)
+    return computed / (seq_q * seq_kv)
 
 
 def attention_flops(op: Op, convention: Literal["full", "causal"] = "full") -> PhaseCounts:
