@@ -21,6 +21,7 @@ These factors give Korthikanti et al. Table 2 exactly: sbh(10 + 24/t + 5as/(ht))
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from simtrain.cost.compute import (
@@ -204,14 +205,27 @@ def _sharded_gemm(op: Op, tp: int) -> Gemm | None:
     return g
 
 
+def _largest_activation(op: Op) -> float | None:
+    """Elements per sample of the largest activation tensor ``op`` reads or writes: its output or its
+    first (activation) input; None when the op records no shapes."""
+    sizes = [math.prod(shape) for shape in (op.out_shape, op.shapes[0] if op.shapes else None) if shape]
+    return float(max(sizes)) if sizes else None
+
+
 def _fresh_tensor_s(op: Op, phase: str, f: ShardFactors, micro_batch: float, ab: float, wb: float,
                     eff: Efficiency) -> float:
-    """First-touch seconds of the tensors a phase allocates: its activation output (forward output,
-    activation gradient) and its weight gradient, each taken as one tensor (compute.first_touch_seconds)."""
+    """First-touch seconds of the tensors a phase allocates: its activation writes (forward output,
+    activation gradient) and its weight gradient (compute.first_touch_seconds). The allocator maps a
+    tensor fresh only when that tensor alone reaches the threshold, so a phase's activation writes
+    fault when the op's largest activation tensor does (cross-entropy's backward writes two logits-sized
+    gradients, each under the threshold: neither faults, though together they pass it)."""
     if eff.first_touch_bytes_per_s <= 0:
         return 0.0
     act = getattr(op.act_write, phase) * f.act_write * micro_batch * ab
-    return first_touch_seconds(act, eff) + first_touch_seconds(getattr(op.weight_write, phase) * f.weights * wb, eff)
+    largest = _largest_activation(op)
+    one = act if largest is None else min(act, largest * f.act_write * micro_batch * ab)
+    act_s = act / eff.first_touch_bytes_per_s if one > 0 and first_touch_seconds(one, eff) > 0 else 0.0
+    return act_s + first_touch_seconds(getattr(op.weight_write, phase) * f.weights * wb, eff)
 
 
 def random_draws_seconds(op: Op, micro_batch: float, f: ShardFactors, eff: Efficiency) -> float:

@@ -119,6 +119,30 @@ def test_first_touch_of_a_large_weight_gradient_in_a_step():
     assert delta == pytest.approx(4096 * 4097 * 4 / 2e9, rel=1e-9)
 
 
+def test_first_touch_counts_per_tensor_not_per_phase():
+    """Cross-entropy over (128, 4096) logits per sample, captured: its backward writes two logits-sized
+    gradients (nll_loss_backward's, _log_softmax_backward_data's). At batch 8, 16 MiB each
+    (8 · 128 · 4096 · 4 B): neither reaches the 32 MiB threshold, though together they do: no fault.
+    At batch 32, 64 MiB each: both are fresh pages, all the writes fault."""
+    import dataclasses
+
+    import simtrain as st
+    from simtrain.cost.op_cost import op_cost
+    from simtrain.cost.precision import regime
+    from simtrain.graph.op import PhaseCounts
+    from simtrain.graph.rules.registry import make_op
+    dev = st.load_device("host-cpu")
+    base = device_efficiency(dev)
+    ft = base.model_copy(update={"first_touch_bytes_per_s": 2e9, "first_touch_min_bytes": 32.0 * 2**20})
+    rule = make_op("cross_entropy", "loss", "b", rows=128, classes=4096)
+    op = dataclasses.replace(rule, act_write=PhaseCounts(0.0, 2.0 * 128 * 4096, 0.0))
+    for batch, faulted in ((8, 0.0), (32, 1.0)):
+        plain = op_cost(op, batch, regime("fp32"), dev, base)
+        fresh = op_cost(op, batch, regime("fp32"), dev, ft)
+        writes = op.act_write.agrad * batch * 4.0
+        assert fresh.agrad_s - plain.agrad_s == pytest.approx(faulted * writes / 2e9, rel=1e-9)
+
+
 def test_unseen_set_is_apart_from_the_zoo():
     from validation.unseen import UNSEEN
     from validation.workloads import unseen_workloads, workloads
