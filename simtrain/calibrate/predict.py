@@ -34,11 +34,28 @@ from simtrain.graph.rules.attention import block_causal_fraction
 from simtrain.specs.hardware import Device, Efficiency
 
 __all__ = ["row_gemm", "row_output_bytes", "predict_row", "row_agrad_factor", "row_attention_factor",
-           "row_conv_layout_bytes", "predict_collective"]
+           "row_conv_layout_bytes", "row_gradient_tensors", "predict_collective"]
 
 #: vector benches that allocate their output (bench_vector.py) → its element count from the row's params
 _OUTPUT_NUMEL = {"layernorm": ("rows", "cols"), "rmsnorm": ("rows", "cols"), "softmax": ("rows", "cols"),
                  "batchnorm": ("n", "c", "h", "w"), "embedding": ("tokens", "dim")}
+
+
+def row_gradient_tensors(row: Row) -> tuple[float, ...]:
+    """Bytes of each fresh gradient tensor a backward matrix row allocates per call (``autograd.grad``
+    returns new tensors): a GEMM's dA (m×k) and dB (k×n), per batch for bmm, a conv's dX and dW;
+    empty for other rows. Each is one allocation, first-touched when it alone reaches the threshold,
+    as ``op_cost`` charges a graph's weight and activation gradients."""
+    if row.phase != "bw":
+        return ()
+    p, e = row.params, DTYPE_BYTES[row.dtype]
+    if row.bench in ("gemm", "bmm"):
+        b = int(p.get("batch", 1))
+        return (b * int(p["m"]) * int(p["k"]) * e, b * int(p["k"]) * int(p["n"]) * e)
+    if row.bench == "conv2d":
+        c, g = int(p["c"]), int(p["groups"])
+        return (int(p["n"]) * c * int(p["h"]) * int(p["w"]) * e, int(p["k"]) * (c // g) * int(p["r"]) * int(p["s"]) * e)
+    return ()
 
 
 def row_gemm(row: Row) -> tuple[Gemm | None, int]:
@@ -79,6 +96,7 @@ def predict_row(row: Row, device: Device, eff: Efficiency, own_kind: bool = True
     parts = row.calls
     phases = ("fw",) * parts if row.phase == "fw" else ("agrad", "wgrad", "bw", "bw")[:parts]
     total = first_touch_seconds(row_output_bytes(row), eff) + conv_layout_seconds(row_conv_layout_bytes(row), eff)
+    total += sum(first_touch_seconds(b, eff) for b in row_gradient_tensors(row))
     executed = row_attention_factor(row, device)
     for phase in phases:
         work = executed * (row_agrad_factor(row, eff) if phase == "agrad" else 1.0)

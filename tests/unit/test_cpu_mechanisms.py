@@ -540,3 +540,19 @@ def test_causal_sdpa_rows_run_the_blocks_a_cpu_executes():
                 params=dict(params, causal=False), flops=1.0, bytes_moved=1.0, median_s=1e-3, p10_s=1e-3,
                 p90_s=1e-3, repeats=3)
     assert row_attention_factor(bidir, st.load_device("host-cpu")) == 1.0
+
+
+def test_backward_matrix_rows_first_touch_their_gradients_per_tensor():
+    """A GEMM row's backward returns dA (m×k) and dB (k×n) as new tensors: with m = 1, k = n = 4096
+    in fp32, dB is 64 MiB (fresh pages at a 32 MiB threshold) and dA 16 KiB (reused)."""
+    import simtrain as st
+    from simtrain.calibrate.predict import predict_row, row_gradient_tensors
+    params = {"m": 1, "k": 4096, "n": 4096}
+    row = Row(bench="gemm", op_class=OpClass.MATMUL, dtype=DType.FP32, phase="bw", params=params, flops=6.7e7,
+              bytes_moved=1.3e8, median_s=0.04, p10_s=0.04, p90_s=0.04, repeats=3, calls=2)
+    assert row_gradient_tensors(row) == (1 * 4096 * 4, 4096 * 4096 * 4)
+    assert row_gradient_tensors(Row(**{**row.__dict__, "phase": "fw"})) == ()
+    dev = st.load_device("host-cpu")
+    base = device_efficiency(dev)
+    ft = base.model_copy(update={"first_touch_bytes_per_s": 2e9, "first_touch_min_bytes": 32.0 * 2**20})
+    assert predict_row(row, dev, ft) - predict_row(row, dev, base) == pytest.approx(4096 * 4096 * 4 / 2e9)
