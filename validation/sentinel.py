@@ -8,15 +8,20 @@ calibration-time value next to each case so such drift is visible instead of bei
 and the full run waits (up to a limit) for the machine to return to calibration speed before timing a
 model (:func:`wait_for_speed`).
 
-Workloads: a 256³ fp32 GEMM (compute-bound) and a training step of a 16-block tiny chain
-(:func:`validation.overhead.chain`, per-op-cost-bound); the index is their median times.
+Workloads: a 256³ fp32 GEMM (compute-bound), a training step of a 16-block tiny chain
+(:func:`validation.overhead.chain`, per-op-cost-bound) and a sum over 64 MiB (main-memory-bound:
+another tenant's memory traffic slows it and not the other two, which stay in cache; runs 6–7 of
+the suite calibrated in a spell the GEMM did not see); the index is their median times.
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["speed_sample", "drift", "wait_for_speed", "wait_for_quiet"]
+__all__ = ["speed_sample", "drift", "wait_for_speed", "wait_for_quiet", "STREAM_BYTES"]
+
+STREAM_BYTES = 64 * 2**20
+"""Bytes the memory-bound sentinel reads: twice this VM's 32 MiB last-level cache."""
 
 
 def speed_sample(device: str = "cpu", repeats: int = 9) -> dict[str, float]:
@@ -29,7 +34,10 @@ def speed_sample(device: str = "cpu", repeats: int = 9) -> dict[str, float]:
         module.zero_grad(set_to_none=True)
         _loss(module(x)).backward()
     gemm = time_steps(lambda: a @ a, device, 3, repeats).median_s
-    return {"gemm256_s": gemm, "chain16_step_s": time_steps(step, device, 3, repeats).median_s}
+    stream = torch.ones(STREAM_BYTES // 4, device=device)  # larger than any last-level cache here
+    read = time_steps(stream.sum, device, 1, max(3, repeats // 3)).median_s
+    return {"gemm256_s": gemm, "chain16_step_s": time_steps(step, device, 3, repeats).median_s,
+            "stream64mib_s": read}
 
 
 def drift(now: dict[str, float], ref: dict[str, float] | None) -> dict[str, float]:
