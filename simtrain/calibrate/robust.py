@@ -176,13 +176,29 @@ def measurements_contention(m, limits: Thresholds = Thresholds(), sentinel_slowd
     load = s.get("loadavg_1min_end")
     got = assess(s.get("steal_fraction"), s.get("other_cpu_fraction"),
                  load if load is not None and load >= 0 else None, m.machine.cpu_cores, spreads, limits)
+    extra = []
     sentinels = [r.median_s for r in m.rows if r.bench == "sentinel_gemm"]
     if len(sentinels) >= 2 and max(sentinels) > sentinel_slowdown * sentinels[0]:
-        why = (f"the sentinel GEMM ran {max(sentinels) / sentinels[0]:.1f}× slower between groups than at the "
-               "start: the machine's speed changed while measuring")
+        extra.append(f"the sentinel GEMM ran {max(sentinels) / sentinels[0]:.1f}× slower between groups than at "
+                     "the start: the machine's speed changed while measuring")
+    extra += _unmeasured_first_touch(m.rows)
+    if extra:
         got = Contention(got.steal_fraction, got.other_cpu_fraction, got.loadavg_1min, got.cores,
-                         got.wide_rows_fraction, got.reasons + (why,))
+                         got.wide_rows_fraction, got.reasons + tuple(extra))
     return got
+
+
+def _unmeasured_first_touch(rows) -> list[str]:
+    """A first-touch bench whose fresh buffers faulted too little at every size (the allocator handed
+    back mapped pages) measured nothing: the profile would leave out the cost of fresh pages."""
+    from simtrain.calibrate.bench_memory import fit_first_touch
+    fresh = [r for r in rows if r.bench == "first_touch" and r.params.get("fresh")]
+    if not fresh or fit_first_touch(rows):
+        return []
+    faulted = sum(r.bytes_moved for r in fresh) / 2**20
+    wanted = sum(4.0 * int(r.params["numel"]) for r in fresh) / 2**20
+    return [f"the first-touch bench's fresh buffers faulted {faulted:.0f} of {wanted:.0f} MiB: the cost of fresh "
+            "pages was not measured and the profile would leave it out"]
 
 
 def _pass_key(row) -> tuple:

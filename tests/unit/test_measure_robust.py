@@ -82,6 +82,19 @@ def test_measurements_contention_from_recorded_settings_rows_and_sentinels():
     assert not got.reliable and "3.0× slower" in got.reasons[0]
 
 
+def test_a_first_touch_bench_that_did_not_fault_makes_the_set_unreliable():
+    """The fresh side of each size must fault its tensor in: at 0 faulted bytes nothing was measured."""
+    def ft(fresh: bool, numel: int, t: float, faulted: float) -> Row:
+        return Row("first_touch", OpClass.MEMORY, DType.FP32, {"fresh": fresh, "numel": numel}, 0.0, faulted,
+                   t, t, t, 5, ci_low_s=t, ci_high_s=t)
+    quiet = {"steal_fraction": 0.0, "other_cpu_fraction": 0.0, "loadavg_1min_end": 0.1}
+    faulted = [ft(True, 1 << 22, 5e-3, 16.0 * 2**20), ft(False, 1 << 22, 1e-3, 16.0 * 2**20)]
+    assert measurements_contention(_measurements(quiet, faulted)).reliable
+    reused = [ft(True, 1 << 22, 1.1e-3, 0.0), ft(False, 1 << 22, 1e-3, 16.0 * 2**20)]
+    got = measurements_contention(_measurements(quiet, reused))
+    assert not got.reliable and "faulted 0 of 16 MiB" in got.reasons[0]
+
+
 def test_cli_refuses_a_noisy_profile_unless_allowed(tmp_path, capsys):
     from simtrain.cli import main
     from simtrain.cli.calibrate import NOISY_EXIT
