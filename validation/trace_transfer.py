@@ -39,7 +39,7 @@ import torch
 import simtrain as st
 from simtrain.calibrate.trace import read_profiler_trace
 from simtrain.calibrate.trace_compare import compare_ops, ops_table
-from simtrain.calibrate.trace_fit import calibrate_classes
+from simtrain.calibrate.trace_fit import calibrate_classes, without_profiler_overhead
 from validation.steps import make_optimizer, time_steps, train_config, train_step
 from validation.workloads import unseen_workloads, workloads
 
@@ -97,13 +97,13 @@ def run_trial(prepared, cluster, steps: int, repeats: int, tmp: Path, trial: int
     steady = max(before_s, after_s) / min(before_s, after_s) <= _STEADY and slow <= _STEADY
     rows = []
     for a, (wa, ma, _) in prepared.items():
-        cal = calibrate_classes(traces[a], ma, cluster, train_config(wa.batch, wa.optimizer),
-                                untraced_step_s=measured[a])
+        raw = read_profiler_trace(traces[a])  # read once: the fit, the op table and the gap
+        times = without_profiler_overhead(raw, measured[a])
+        cal = calibrate_classes(times, ma, cluster, train_config(wa.batch, wa.optimizer))
         if trial == 0:
-            _OPS[a] = compare_ops(traces[a], ma, cluster, train_config(wa.batch, wa.optimizer),
-                                  untraced_step_s=measured[a]), measured[a]
+            _OPS[a] = compare_ops(times, ma, cluster, train_config(wa.batch, wa.optimizer)), measured[a]
         applied = cal.apply(cluster)
-        gap = read_profiler_trace(traces[a]).gap_s
+        gap = raw.gap_s
         ratio_a = measured[a] / st.estimate(ma, cluster, train_config(wa.batch, wa.optimizer)).step_time_s
         for b, (wb, mb, _) in prepared.items():
             cfg = train_config(wb.batch, wb.optimizer)

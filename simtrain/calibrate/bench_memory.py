@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle thro
     from simtrain.calibrate.bench_ops import Bench
     from simtrain.calibrate.grids import Grid
 
-__all__ = ["MMAP_THRESHOLD_MAX_BYTES", "bench_first_touch", "fit_first_touch", "last_level_cache_bytes",
+__all__ = ["MMAP_THRESHOLD_MAX_BYTES", "bench_first_touch", "fit_first_touch", "first_touch_tensor_bytes", "last_level_cache_bytes",
            "paired_rows", "median_pair_rate", "slower_pairs"]
 
 MMAP_THRESHOLD_MAX_BYTES = 32 * 2**20
@@ -102,13 +102,19 @@ FRESH_FAULTED_MIN_FRACTION = 0.5
 """A first-touch pair counts only if its fresh side faulted in at least this share of its tensor."""
 
 
+def first_touch_tensor_bytes(row: Row) -> float:
+    """Bytes of the tensor a first-touch row allocates per call (its ``numel`` elements of its dtype)."""
+    from simtrain.glossary import DTYPE_BYTES
+    return float(DTYPE_BYTES[row.dtype] * int(row.params["numel"]))
+
+
 def fit_first_touch(rows: Sequence[Row]) -> dict[str, float]:
     """``first_touch_bytes_per_s``: the median over sizes of faulted bytes / (t_fresh − t_reused), and
     ``first_touch_min_bytes`` = the mmap threshold ceiling; a size whose fresh side faulted in less
     than :data:`FRESH_FAULTED_MIN_FRACTION` of its tensor, or did not cost more than the reused side,
     is left out; empty when no size remains."""
     rates = [on.bytes_moved / (on.median_s - off.median_s) for on, off in slower_pairs(rows, "first_touch", "fresh")
-             if on.bytes_moved >= FRESH_FAULTED_MIN_FRACTION * 4.0 * int(on.params["numel"])]
+             if on.bytes_moved >= FRESH_FAULTED_MIN_FRACTION * first_touch_tensor_bytes(on)]
     if not rates:
         return {}
     return {"first_touch_bytes_per_s": statistics.median(rates), "first_touch_min_bytes": float(MMAP_THRESHOLD_MAX_BYTES)}

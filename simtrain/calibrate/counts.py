@@ -20,7 +20,7 @@ Conventions (the same ones the model graph uses, so fitted efficiencies transfer
 from __future__ import annotations
 
 __all__ = [
-    "gemm_counts", "conv2d_counts", "conv2d_out_hw", "attention_counts", "ELEMENTWISE_FLOPS_PER_ELEMENT",
+    "gemm_counts", "conv2d_counts", "conv2d_out_hw", "attention_counts", "counted_causal_fraction", "ELEMENTWISE_FLOPS_PER_ELEMENT",
     "ELEMENTWISE_TENSORS", "elementwise_counts", "norm_counts", "softmax_counts", "embedding_counts",
     "copy_counts", "optimizer_counts",
 ]
@@ -55,11 +55,17 @@ def conv2d_counts(n: int, c: int, h: int, w: int, k: int, r: int, s: int, stride
     return 2.0 * fw_flops, float(e * 2 * (i_el + o_el + w_el))
 
 
+def counted_causal_fraction(sq: int, skv: int, causal: bool) -> float:
+    """Share of the square an attention row's FLOPs count: the kept triangle (s + 1) / (2s) of a
+    square causal call (the flash-attention benchmark convention), else the whole matrix."""
+    return (sq + 1) / (2.0 * sq) if (causal and sq == skv) else 1.0
+
+
 def attention_counts(b: int, heads: int, sq: int, skv: int, d: int, causal: bool, e: int,
                      backward: bool = False) -> Counts:
     """Fused attention: forward reads Q, K, V and writes O; backward reads Q, K, V, O, dO and writes
     dQ, dK, dV: (4·Sq + 4·Skv)·D per head."""
-    kept = (sq + 1) / (2.0 * sq) if (causal and sq == skv) else 1.0
+    kept = counted_causal_fraction(sq, skv, causal)
     fw_flops = 4.0 * b * heads * sq * skv * d * kept
     if not backward:
         return fw_flops, float(e * b * heads * d * (2 * sq + 2 * skv))

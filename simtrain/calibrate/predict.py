@@ -19,6 +19,7 @@ against these predictions is a fit of the estimator itself (fit and estimate can
 from __future__ import annotations
 
 from simtrain.calibrate.bench_layout import activation_bytes
+from simtrain.calibrate.counts import counted_causal_fraction
 from simtrain.calibrate.records import Row
 from simtrain.cost.compute import (
     conv_layout_seconds,
@@ -27,10 +28,9 @@ from simtrain.cost.compute import (
     op_seconds,
     strided_agrad_factor,
 )
-from simtrain.cost.op_cost import cpu_flash_blocks
-from simtrain.glossary import DTYPE_BYTES, DeviceKind
+from simtrain.cost.op_cost import causal_executed_fraction
+from simtrain.glossary import DTYPE_BYTES
 from simtrain.graph.op import Gemm
-from simtrain.graph.rules.attention import block_causal_fraction
 from simtrain.specs.hardware import Device, Efficiency
 
 __all__ = ["row_gemm", "row_output_bytes", "predict_row", "row_agrad_factor", "row_attention_factor",
@@ -117,14 +117,14 @@ def row_conv_layout_bytes(row: Row) -> float:
 
 def row_attention_factor(row: Row, device: Device) -> float:
     """Executed over counted work of a causal attention row: the row counts the kept triangle
-    (calibrate/counts.py), the device's kernel executes what ``executed_flops_fraction`` says a graph's
-    fused causal attention executes there (on a CPU, whole 512-key blocks); 1 for other rows."""
+    (``counts.counted_causal_fraction``), the device's kernel executes what a graph's fused causal
+    attention executes there (``op_cost.causal_executed_fraction``: on a CPU, whole 512-key blocks);
+    1 for other rows."""
     p = row.params
-    if row.bench != "sdpa" or not p.get("causal") or device.kind is not DeviceKind.CPU:
+    if row.bench != "sdpa" or not p.get("causal"):
         return 1.0
     sq, skv = int(p["seq_q"]), int(p["seq_kv"])
-    kept = (sq + 1) / (2.0 * sq) if sq == skv else 1.0
-    return block_causal_fraction(sq, skv, *cpu_flash_blocks(sq)) / kept
+    return causal_executed_fraction(sq, skv, device) / counted_causal_fraction(sq, skv, True)
 
 
 def row_agrad_factor(row: Row, eff: Efficiency) -> float:

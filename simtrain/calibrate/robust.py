@@ -191,12 +191,12 @@ def measurements_contention(m, limits: Thresholds = Thresholds(), sentinel_slowd
 def _unmeasured_first_touch(rows) -> list[str]:
     """A first-touch bench whose fresh buffers faulted too little at every size (the allocator handed
     back mapped pages) measured nothing: the profile would leave out the cost of fresh pages."""
-    from simtrain.calibrate.bench_memory import fit_first_touch
+    from simtrain.calibrate.bench_memory import first_touch_tensor_bytes, fit_first_touch
     fresh = [r for r in rows if r.bench == "first_touch" and r.params.get("fresh")]
     if not fresh or fit_first_touch(rows):
         return []
     faulted = sum(r.bytes_moved for r in fresh) / 2**20
-    wanted = sum(4.0 * int(r.params["numel"]) for r in fresh) / 2**20
+    wanted = sum(first_touch_tensor_bytes(r) for r in fresh) / 2**20
     return [f"the first-touch bench's fresh buffers faulted {faulted:.0f} of {wanted:.0f} MiB: the cost of fresh "
             "pages was not measured and the profile would leave it out"]
 

@@ -290,8 +290,8 @@ def _follow_forward(units: list[_Unit], forward: dict[int, _Unit]) -> None:
 
 def _calls(units: list[_Unit], spans: list[tuple[float, float]]) -> tuple[CallTime, ...]:
     """Per step, its forward calls in order with the backward time of each (:class:`CallTime`); the
-    median per position over the steps whose forward calls have the same names as the first complete
-    step's (a step the profiler cut short, or a data-dependent graph, is left out)."""
+    median per position over the steps whose sequence of forward calls is the most common one (a step
+    the profiler cut short, or a data-dependent graph, is left out)."""
     if not spans:
         return ()
     steps: list[list[_Unit]] = [[] for _ in spans]

@@ -79,8 +79,8 @@ def predicted_groups(model, cluster, cfg) -> dict[str, float]:
     from simtrain.estimator import estimate
     from simtrain.parallel.program import stage_compute
     from simtrain.specs.stack import resolve_stack
-    cfg = resolve_stack(cfg)
-    prepared, program, coster, items = stage_setup(model, cluster, cfg)
+    cfg = resolve_stack(cfg)  # stage_compute reads the resolved stack knobs too
+    _, program, coster, items = stage_setup(model, cluster, cfg)
     lay, stage = program.layout, program.stages[0]
     out: dict[str, float] = {}
     for cls in OpClass:

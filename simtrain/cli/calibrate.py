@@ -109,7 +109,7 @@ def _from_runs(args: argparse.Namespace) -> int:
 
 
 def _from_trace(args: argparse.Namespace) -> int:
-    from simtrain.calibrate.trace_fit import calibrate_classes
+    from simtrain.calibrate.trace_fit import calibrate_classes, load_times
     from simtrain.errors import SpecError
     from simtrain.graph.library import load_model
     from simtrain.inputs import hardware_cluster
@@ -125,15 +125,15 @@ def _from_trace(args: argparse.Namespace) -> int:
     if args.compare_ops is not None and args.compare_ops < 1:
         raise SpecError.one(None, "--compare-ops", "must be a number of ops ≥ 1")
     model, cluster = load_model(args.model), hardware_cluster(args.hardware, arg="--hardware")
-    cal = calibrate_classes(args.trace, model, cluster, cfg, steps=args.steps, untraced_step_s=args.untraced_step_s)
+    times = load_times(args.trace, args.steps, args.untraced_step_s)  # read once, for the fit and the table
+    cal = calibrate_classes(times, model, cluster, cfg)
     out = args.out if args.out != Path("profile.yaml") else Path("calibration.yaml")
     cal.to_yaml(out)
     print(cal.summary())
     print(f"calibration: {out}")
     if args.compare_ops is not None:
         from simtrain.calibrate.trace_compare import compare_ops, ops_table
-        rows = compare_ops(args.trace, model, cluster, cfg, steps=args.steps, untraced_step_s=args.untraced_step_s)
-        print(ops_table(rows, args.compare_ops))
+        print(ops_table(compare_ops(times, model, cluster, cfg), args.compare_ops))
     return 0
 
 

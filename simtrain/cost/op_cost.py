@@ -39,7 +39,8 @@ from simtrain.graph.op import Gemm, Op
 from simtrain.graph.rules.attention import block_causal_fraction
 from simtrain.specs.hardware import Device, Efficiency
 
-__all__ = ["OpCost", "ShardFactors", "shard_factors", "op_cost", "conv_stride", "saved_bytes", "executed_flops_fraction", "cpu_flash_blocks",
+__all__ = ["OpCost", "ShardFactors", "shard_factors", "op_cost", "conv_stride", "saved_bytes", "executed_flops_fraction",
+           "cpu_flash_blocks", "causal_executed_fraction",
            "runs_in_fp8", "FP8_CAST_PASSES",
            "random_draws_seconds"]
 
@@ -95,18 +96,24 @@ def cpu_flash_blocks(seq_q: int) -> tuple[int, int]:
     return (32 if seq_q < 192 else 64 if seq_q < 768 else 256), 512
 
 
+def causal_executed_fraction(seq_q: int, seq_kv: int, device: Device | None = None) -> float:
+    """Share of the seq_q × seq_kv score matrix a fused causal attention kernel executes. On a GPU it
+    skips the tiles above the diagonal, ≈ (s + 1) / (2s) of the square; PyTorch's CPU flash kernel
+    skips only whole 512-key blocks past each query block's last key (:func:`cpu_flash_blocks`,
+    ``block_causal_fraction``): nothing up to 512 keys, a quarter of the square at 1024."""
+    if device is not None and device.kind is DeviceKind.CPU:
+        return block_causal_fraction(seq_q, seq_kv, *cpu_flash_blocks(seq_q))
+    return (seq_q + 1) / (2.0 * seq_q)
+
+
 def executed_flops_fraction(op: Op, device: Device | None = None) -> float:
-    """Fraction of the op's (full-convention) FLOPs the kernel actually executes. A fused causal
-    attention kernel on a GPU skips the tiles above the diagonal, ≈ (s + 1) / (2s) of the square;
-    PyTorch's CPU flash kernel skips only whole 512-key blocks past each query block's last key
-    (:func:`cpu_flash_blocks`, ``block_causal_fraction``): nothing up to 512 keys, a quarter of the
-    square at 1024. A materialised kernel computes the whole score matrix and masks it."""
+    """Fraction of the op's (full-convention) FLOPs the kernel actually executes: a fused causal
+    attention kernel what :func:`causal_executed_fraction` says for ``device``; a materialised one
+    computes the whole score matrix and masks it."""
     att = op.attention
     if att is None or not att.causal or not att.fused:
         return 1.0
-    if device is not None and device.kind is DeviceKind.CPU:
-        return block_causal_fraction(att.seq_q, att.seq_kv, *cpu_flash_blocks(att.seq_q))
-    return (att.seq_q + 1) / (2.0 * att.seq_q)
+    return causal_executed_fraction(att.seq_q, att.seq_kv, device)
 
 
 _MATERIALISED_KERNELS = 4
@@ -224,7 +231,7 @@ def _fresh_tensor_s(op: Op, phase: str, f: ShardFactors, micro_batch: float, ab:
     act = getattr(op.act_write, phase) * f.act_write * micro_batch * ab
     largest = _largest_activation(op)
     one = act if largest is None else min(act, largest * f.act_write * micro_batch * ab)
-    act_s = act / eff.first_touch_bytes_per_s if one > 0 and first_touch_seconds(one, eff) > 0 else 0.0
+    act_s = first_touch_seconds(act, eff) if one >= eff.first_touch_min_bytes else 0.0
     return act_s + first_touch_seconds(getattr(op.weight_write, phase) * f.weights * wb, eff)
 
 
