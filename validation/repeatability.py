@@ -38,7 +38,8 @@ TARGET = 0.05
 def _measurements(path: Path | None, grid: str, threads: int, passes: int) -> Measurements:
     if path is not None and path.exists():
         return Measurements.load(path)
-    m = measure("cpu", grid=grid, threads=threads, collectives=False, passes=passes)
+    m = measure("cpu", grid=grid, threads=threads, collectives=False, passes=passes,
+                log=lambda msg: print(msg, flush=True))
     if path is not None:
         m.save(path)
     return m

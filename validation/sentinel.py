@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import torch
 
+from simtrain.calibrate.sentinels import STREAM_BYTES  # the calibration's own memory-bound sentinel
+
 __all__ = ["speed_sample", "drift", "wait_for_speed", "wait_for_quiet", "STREAM_BYTES"]
 
-STREAM_BYTES = 64 * 2**20
-"""Bytes the memory-bound sentinel reads: twice this VM's 32 MiB last-level cache."""
 
 
 def speed_sample(device: str = "cpu", repeats: int = 9) -> dict[str, float]:

@@ -11,10 +11,20 @@ fresh pages: the first write to each 4 KiB page takes a page fault and the kerne
 before the write lands. The bench times writing a tensor of ``numel`` fp32 elements freshly allocated
 (``torch.empty(n).fill_``) against writing the same amount into a reused buffer; the difference is the
 first-touch time of those bytes.
+
+The fresh side maps its pages itself (a private anonymous ``mmap``, what glibc does for such a
+request when its heap has no room, then ``munmap``), rather than asking the allocator: glibc serves
+even a large request from its heap when a freed region there is big enough (malloc.c ``_int_malloc``
+tries the bins and the top chunk before ``sysmalloc`` maps), and then nothing faults. That happened
+in one of five back-to-back calibrations (0 faults for 48 and 96 MiB), the fit lost the mechanism,
+and it explained the large elementwise rows' own first touch by a 3.5× lower
+``cache_miss_bandwidth_fraction`` instead. Measured here: mmap-and-fill and ``torch.empty().fill_`` of
+48 MiB take the same 20 ms and fault the same 12 288 pages when glibc does map.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import statistics
 from collections.abc import Sequence
@@ -28,7 +38,7 @@ if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle thro
     from simtrain.calibrate.bench_ops import Bench
     from simtrain.calibrate.grids import Grid
 
-__all__ = ["MMAP_THRESHOLD_MAX_BYTES", "bench_first_touch", "fit_first_touch", "first_touch_tensor_bytes", "last_level_cache_bytes",
+__all__ = ["MMAP_THRESHOLD_MAX_BYTES", "bench_first_touch", "fresh_fill", "fit_first_touch", "first_touch_tensor_bytes", "last_level_cache_bytes",
            "paired_rows", "median_pair_rate", "slower_pairs"]
 
 MMAP_THRESHOLD_MAX_BYTES = 32 * 2**20
@@ -69,12 +79,24 @@ def median_pair_rate(rows: Sequence[Row], bench: str, flag: str, per_element: fl
     return statistics.median(rates) if rates else None
 
 
+def fresh_fill(numel: int) -> None:
+    """Write ``numel`` fp32 elements into freshly mapped pages and unmap them: one first touch of
+    ``4 · numel`` bytes, page faults, zeroing and teardown included. ``MAP_PRIVATE``: Python's default
+    for an anonymous map is shared memory (tmpfs pages), measured 1.5× slower to fault and free."""
+    import torch
+    pages = mmap.mmap(-1, 4 * numel, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    view = torch.frombuffer(pages, dtype=torch.float32)
+    view.fill_(1.0)
+    del view  # releases the buffer export, which close() requires
+    pages.close()
+
+
 def bench_first_touch(b: Bench, grid: Grid) -> list[Row]:
-    """CPU only: ``torch.empty(n).fill_(1)`` (fresh pages) and ``buf.fill_(1)`` (reused) per size,
-    samples alternated. The fresh row's ``bytes_moved`` is the bytes it actually faulted in per call
-    (minor page faults × page size, ``getrusage``), not the tensor's size: an allocator that hands the
-    fresh side reused pages (seen once in a back-to-back pair: a "rate" of 67 GB/s, above any memory
-    bandwidth of the machine) shows as few faulted bytes, and :func:`fit_first_touch` leaves it out."""
+    """CPU only: :func:`fresh_fill` (fresh pages) and ``buf.fill_(1)`` (reused) per size, samples
+    alternated. The fresh row's ``bytes_moved`` is the bytes it actually faulted in per call (minor
+    page faults × page size, ``getrusage``), not the tensor's size, so a kernel that did not fault
+    them (pre-populated or huge pages) shows as few faulted bytes and :func:`fit_first_touch` leaves
+    the size out."""
     import resource
 
     import torch
@@ -88,7 +110,7 @@ def bench_first_touch(b: Bench, grid: Grid) -> list[Row]:
 
         def fresh(n: int = numel, count: list = faults) -> None:
             before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-            torch.empty(n).fill_(1.0)
+            fresh_fill(n)
             count[0] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
             count[1] += 1
 

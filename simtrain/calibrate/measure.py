@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
+from simtrain.calibrate import sentinels
 from simtrain.calibrate.bench_layout import bench_conv_layout
 from simtrain.calibrate.bench_memory import bench_first_touch, last_level_cache_bytes
 from simtrain.calibrate.bench_ops import MATRIX_BENCHES, Bench, bench_autograd_call
@@ -28,16 +29,17 @@ from simtrain.calibrate.machine import machine_facts
 from simtrain.calibrate.records import Measurements, Row, Unsupported
 from simtrain.calibrate.robust import contention_between, measurements_contention, merge_passes, snapshot
 from simtrain.errors import SpecError
-from simtrain.glossary import DType
 
-__all__ = ["measure", "Measurements", "Row", "BENCH_GROUPS", "sentinel", "SENTINEL_SLOWDOWN"]
+__all__ = ["measure", "Measurements", "Row", "BENCH_GROUPS", "REMEASURE_ATTEMPTS", "REMEASURE_PAUSE_S"]
 
 #: every benchmark group by name, in run order; ``only=`` selects a subset.
 BENCH_GROUPS: dict[str, Callable[[Bench, Grid], list[Row]]] = {**MATRIX_BENCHES, **VECTOR_BENCHES,
                                                                 "first_touch": bench_first_touch, "rng": bench_rng,
                                                                 "conv_layout": bench_conv_layout}
-#: a group whose closing sentinel GEMM is this much slower than the opening one is measured again
-SENTINEL_SLOWDOWN = 2.0
+REMEASURE_ATTEMPTS = 2
+"""Times a group measured in a slow spell is measured again (:mod:`simtrain.calibrate.sentinels`)."""
+REMEASURE_PAUSE_S = 5.0
+"""Pause before measuring slow groups again: spells on the shared VM last seconds to minutes."""
 
 
 def _check_device(device: str) -> None:
@@ -79,34 +81,40 @@ def _burn_in(device: str, seconds: float) -> None:
     torch.autograd.grad((a.requires_grad_() @ a).sum(), a)  # start autograd's worker threads too
 
 
-def sentinel(bench: Bench, after: str) -> Row:
-    """A fixed 256³ fp32 GEMM timed between groups: if another process takes the cores, its rate drops
-    (on two cores an OpenMP team that loses a core waits whole scheduler slices, ~4–8 ms per op)."""
-    import torch
-    a = torch.ones(256, 256, device=bench.device)
-    with torch.no_grad():
-        return bench.row("sentinel_gemm", None, DType.FP32, {"m": 256, "n": 256, "k": 256, "after": after},
-                         (2.0 * 256**3, 3.0 * 4 * 256**2), lambda: a @ a)
+def _attempt(bench: Bench, grid: Grid, name: str, log) -> tuple[list[Row], list[Row]]:
+    """One group's rows and the sentinel readings that close it."""
+    start = time.perf_counter()
+    got = BENCH_GROUPS[name](bench, grid)
+    log(f"{name}: {len(got)} rows in {time.perf_counter() - start:.1f} s")
+    return got, sentinels.take(bench, name)
 
 
-def _contended(ref: Row, now: Row) -> bool:
-    return now.median_s > SENTINEL_SLOWDOWN * ref.median_s
+def _kept_readings(done: dict[str, tuple[list[Row], list[Row]]], opening: list[Row]) -> list[Row]:
+    """Every sentinel reading kept so far: the opening ones and each group's closing ones."""
+    return opening + [r for _, closing in done.values() for r in closing]
 
 
-def _run_group(bench: Bench, grid: Grid, name: str, ref: Row, log) -> list[Row]:
-    """One group, bracketed by sentinels; re-run once (after a pause) when the machine was contended."""
-    for attempt in (1, 2):
-        start = time.perf_counter()
-        got = BENCH_GROUPS[name](bench, grid)
-        check = sentinel(bench, name)
-        log(f"{name}: {len(got)} rows in {time.perf_counter() - start:.1f} s")
-        if not _contended(ref, check) or attempt == 2:
-            if _contended(ref, check):
-                log(f"warning: {name} measured on a contended machine (sentinel {check.median_s / ref.median_s:.1f}x)")
-            return got + [check]
-        log(f"{name}: sentinel {check.median_s / ref.median_s:.1f}x slower than at start; re-running in 5 s")
-        time.sleep(5.0)
-    return got  # unreachable: the loop returns on its second pass
+def _remeasure_slow(bench: Bench, grid: Grid, done: dict[str, tuple[list[Row], list[Row]]], opening: list[Row],
+                    log, attempts: int = REMEASURE_ATTEMPTS, pause_s: float = REMEASURE_PAUSE_S) -> None:
+    """Measure again, after a pause, each group whose closing sentinels were past a limit against the
+    quickest readings so far; keep whichever attempt's sentinels were quicker (``done`` in place)."""
+    for _ in range(attempts):
+        best = sentinels.quickest(_kept_readings(done, opening))
+        slow = {n: why for n, (_, closing) in done.items() if (why := sentinels.over_limit(closing, best))}
+        if not slow:
+            return
+        for name, why in slow.items():
+            log(f"{name}: measured in a slow spell ({', '.join(why)}); measuring it again in {pause_s:.0f} s")
+        time.sleep(pause_s)
+        for name in slow:
+            got, closing = _attempt(bench, grid, name, log)
+            best = sentinels.quickest(_kept_readings(done, opening) + closing)
+            if sentinels.worst_slowdown(closing, best) < sentinels.worst_slowdown(done[name][1], best):
+                done[name] = (got, closing)
+    best = sentinels.quickest(_kept_readings(done, opening))
+    for name, (_, closing) in done.items():
+        if why := sentinels.over_limit(closing, best):
+            log(f"warning: {name} measured on a contended machine ({', '.join(why)})")
 
 
 def _run_compute(bench: Bench, grid: Grid, groups: list[str], threads: int, log) -> list[Row]:
@@ -117,12 +125,14 @@ def _run_compute(bench: Bench, grid: Grid, groups: list[str], threads: int, log)
     rows: list[Row] = []
     try:
         _burn_in(bench.device, 0.2 if grid.name == "tiny" else 1.0)
-        ref = sentinel(bench, "start")
+        opening = sentinels.take(bench, "start")
         engine = bench_autograd_call(bench)
-        rows += [ref, engine]
+        rows += [*opening, engine]
         bench = replace(bench, autograd_call_s=engine.median_s)
-        for name in groups:
-            rows += _run_group(bench, grid, name, ref, log)
+        done = {name: _attempt(bench, grid, name, log) for name in groups}
+        _remeasure_slow(bench, grid, done, opening, log)
+        for got, closing in done.values():
+            rows += got + closing
     finally:
         torch.set_num_threads(saved)
     return rows

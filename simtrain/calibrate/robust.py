@@ -165,22 +165,21 @@ def assess(steal: float | None, other_cpu: float | None, loadavg: float | None, 
     return Contention(steal, other_cpu, loadavg, cores, wide, tuple(reasons))
 
 
-def measurements_contention(m, limits: Thresholds = Thresholds(), sentinel_slowdown: float = 2.0) -> Contention:
+def measurements_contention(m, limits: Thresholds = Thresholds()) -> Contention:
     """:func:`assess` of a :class:`~simtrain.calibrate.records.Measurements` from what it recorded:
     steal / other-CPU / load in its settings (``measure`` stores them), every row's spread (its 95 %
-    interval when kept, else p90 − p10), and the sentinel GEMMs between groups (a closing sentinel
-    more than ``sentinel_slowdown`` × the opening one means the machine changed speed mid-run)."""
+    interval when kept, else p90 − p10), and the machine-speed sentinels between groups (a reading
+    past its workload's limit over the quickest one means the machine changed speed mid-run:
+    :mod:`simtrain.calibrate.sentinels`)."""
+    from simtrain.calibrate.sentinels import over_limit, quickest
     s = m.settings
     spreads = [row_spread(r.median_s, r.ci_low_s, r.ci_high_s) if r.ci_low_s is not None
                else row_spread(r.median_s, r.p10_s, r.p90_s) for r in m.rows]
     load = s.get("loadavg_1min_end")
     got = assess(s.get("steal_fraction"), s.get("other_cpu_fraction"),
                  load if load is not None and load >= 0 else None, m.machine.cpu_cores, spreads, limits)
-    extra = []
-    sentinels = [r.median_s for r in m.rows if r.bench == "sentinel_gemm"]
-    if len(sentinels) >= 2 and max(sentinels) > sentinel_slowdown * sentinels[0]:
-        extra.append(f"the sentinel GEMM ran {max(sentinels) / sentinels[0]:.1f}× slower between groups than at "
-                     "the start: the machine's speed changed while measuring")
+    extra = [f"between groups the machine-speed sentinels ran slower than at their quickest ({phrase}): "
+             "the machine's speed changed while measuring" for phrase in over_limit(m.rows, quickest(m.rows))]
     extra += _unmeasured_first_touch(m.rows)
     if extra:
         got = Contention(got.steal_fraction, got.other_cpu_fraction, got.loadavg_1min, got.cores,

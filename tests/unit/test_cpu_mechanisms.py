@@ -3,6 +3,8 @@ fresh tensors, their microbenchmark fits, and the unseen validation set's wiring
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from simtrain.calibrate.bench_memory import MMAP_THRESHOLD_MAX_BYTES, fit_first_touch, last_level_cache_bytes
@@ -77,7 +79,29 @@ def test_first_touch_bench_records_the_bytes_it_faulted():
     grid = grid_for("tiny", "cpu")
     on, off = bench_first_touch(Bench("cpu", TimingPlan(warmup=1, repeats=3, min_sample_s=0.0)), grid)
     assert on.params["fresh"] and not off.params["fresh"]
-    assert 0.0 <= on.bytes_moved <= 1.5 * 4.0 * on.params["numel"]  # faulted bytes per call, at most the tensor
+    tensor_bytes = 4.0 * on.params["numel"]
+    assert 0.0 <= on.bytes_moved <= 1.5 * tensor_bytes  # faulted bytes per call, at most the tensor
+    if sys.platform == "linux":  # the fresh side maps its own pages: every one faults, whatever the heap holds
+        assert on.bytes_moved >= 0.9 * tensor_bytes
+
+
+def test_fresh_fill_faults_every_page_even_when_the_heap_has_room():
+    pytest.importorskip("torch")
+    if sys.platform != "linux":
+        pytest.skip("minor-fault counts are Linux's")
+    import resource
+
+    import torch
+
+    from simtrain.calibrate.bench_memory import fresh_fill
+    numel = 2**20  # 4 MiB: below glibc's mmap threshold, so malloc would hand back heap pages
+    heap = torch.empty(4 * numel)
+    heap.fill_(1.0)
+    del heap  # a faulted free region the allocator could reuse
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    fresh_fill(numel)
+    faulted = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) * resource.getpagesize()
+    assert faulted >= 0.9 * 4 * numel
 
 
 def test_last_level_cache_from_sysfs(tmp_path, monkeypatch):

@@ -79,7 +79,22 @@ def test_measurements_contention_from_recorded_settings_rows_and_sentinels():
     assert quiet.reliable
     slowed = rows[:2] + [_row("sentinel_gemm", 3e-3, 2.9e-3, 3.1e-3)]
     got = measurements_contention(_measurements({"steal_fraction": 0.0}, slowed))
-    assert not got.reliable and "3.0× slower" in got.reasons[0]
+    assert not got.reliable and "256³ GEMM 3.0× slower" in got.reasons[0]
+    # against the quickest reading, not the first: a run that opened in a slow spell is caught too
+    opened_slow = [_row("sentinel_gemm", 3e-3, 2.9e-3, 3.1e-3)] + rows[1:]
+    assert not measurements_contention(_measurements({"steal_fraction": 0.0}, opened_slow)).reliable
+
+
+def test_a_memory_spell_the_gemm_sentinel_does_not_see_makes_the_set_unreliable():
+    """Another tenant's memory traffic slows the 64 MiB read 4× and leaves the in-cache GEMM alone."""
+    quiet = {"steal_fraction": 0.0, "other_cpu_fraction": 0.0, "loadavg_1min_end": 0.1}
+    rows = [_row("sentinel_gemm", 1e-3, 1e-3, 1e-3), _row("sentinel_stream", 2e-3, 2e-3, 2e-3),
+            _row("sentinel_gemm", 1e-3, 1e-3, 1e-3), _row("sentinel_stream", 5e-3, 5e-3, 5e-3)]
+    assert measurements_contention(_measurements(quiet, rows[:3])).reliable
+    assert measurements_contention(_measurements(quiet, rows[:3] + [_row("sentinel_stream", 5.8e-3, 5.8e-3,
+                                                                        5.8e-3)])).reliable  # 2.9×: a quiet VM's spread
+    got = measurements_contention(_measurements(quiet, rows + [_row("sentinel_stream", 8e-3, 8e-3, 8e-3)]))
+    assert not got.reliable and "64 MiB read 4.0× slower" in got.reasons[0]
 
 
 def test_a_first_touch_bench_that_did_not_fault_makes_the_set_unreliable():
