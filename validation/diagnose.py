@@ -22,7 +22,8 @@ _RULES = (
     ("conv", r"convolution|conv\d|mkldnn_conv|_slow_conv|thnn_conv"),
     ("matmul", r"^(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|_mkldnn_matmul)$"),
     ("norm", r"layer_norm|batch_norm|group_norm|rms_norm|_batch_norm"),
-    ("reduction", r"softmax|nll_loss|cross_entropy|^sum$|^mean$|logsumexp|^amax$|^max$|topk|sort"),
+    # pooling is a reduction over a window, as the graph's rules class it (graph/rules/conv.py _pool_fields)
+    ("reduction", r"softmax|nll_loss|cross_entropy|^sum$|^mean$|logsumexp|^amax$|^max$|topk|sort|pool"),
     ("embedding", r"embedding|index_select|index_add|gather|scatter"),
     ("memory", r"^(copy_|clone|cat|stack|contiguous|_to_copy|fill_|zero_|zeros|zeros_like|empty.*|"
                r"new_empty.*|index|nonzero|resize_)$"),

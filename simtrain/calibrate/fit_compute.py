@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from simtrain.calibrate.predict import predict_row, row_gemm
+from simtrain.calibrate.predict import predict_row, row_gemm, row_optimizer
 from simtrain.calibrate.records import Row
 from simtrain.cost.compute import GROUPED_CONV_KIND, MATRIX_CLASSES, matrix_peak_flops_per_s
 from simtrain.glossary import OpClass
@@ -35,7 +35,7 @@ PRIOR_WEIGHT = 0.02
 BOUNDS = {"peak_fraction": (1e-5, 1.0), "half_flops": (1.0, 1e14), "memory_bandwidth_fraction": (1e-4, 1.0),
           "memory_half_bytes": (1.0, 1e11), "launch_overhead_s": (1e-9, 1e-1),
           "cache_miss_bandwidth_fraction": (1e-3, 1.0), "strided_agrad_exponent": (1e-3, 2.0),
-          "half_rows": (1.0, 1e6), "half_depth": (1e-2, 1e5)}
+          "half_rows": (1.0, 1e6), "half_depth": (1e-2, 1e5), "optimizer_tensor_overhead_s": (1e-9, 1e-2)}
 _GLOBALS = ("memory_bandwidth_fraction", "memory_half_bytes", "launch_overhead_s")
 _CACHE = "cache_miss_bandwidth_fraction"
 """Fitted only when the start efficiency has a cache tier (``cache_bytes`` > 0)."""
@@ -53,6 +53,13 @@ and one with a short reduction stores its tile more often than it accumulates: f
 measurements, half_rows ≈ 4 and half_depth ≈ 10–20, the GEMM rows' MAPE 20 → 14–16 %)."""
 _STRIDE = "strided_agrad_exponent"
 """Fitted when there are backward rows of strided convs."""
+_OPTIM = "optim:"
+"""Prefix of an optimizer's per-tensor host overhead, e.g. ``optim:adamw/for-loop``
+(``Efficiency.optimizer_tensor_overhead_s``): one parameter per optimizer and implementation the bench
+timed, identified by its rows over 8, 32 and 256 tensors, so it is left out of the prior (its base
+value is "not costed", which a prior in log space would pull it towards)."""
+_OPTIM_MIN_START_S = 1e-6
+"""The smallest start of an optimizer's per-tensor overhead: 1 µs, about one Python statement."""
 _KIND = "kind:"
 """Prefix of an op kind's own curve (``Efficiency.kind_compute``), e.g. ``kind:maxpool@bw.half_flops``."""
 _KIND_CLASSES = {"maxpool": OpClass.REDUCTION, "layernorm": OpClass.NORM, "rmsnorm": OpClass.NORM,
@@ -99,6 +106,11 @@ def row_kind(row: Row) -> str:
     return row.bench
 
 
+def _optim_names(rows: Sequence[Row]) -> list[str]:
+    """One per-tensor overhead per (optimizer, implementation) with optimizer rows."""
+    return [_OPTIM + k for k in sorted({"/".join(row_optimizer(r)) for r in rows if r.phase == "optim"})]
+
+
 def _kind_names(rows: Sequence[Row]) -> list[str]:
     """Curve parameters of each op kind with bench rows (forward; ``@bw`` when it has backward rows)."""
     keys = sorted({row_kind(r) + (_BW if r.phase == "bw" else "") for r in rows if row_kind(r) in _KIND_CLASSES})
@@ -113,6 +125,8 @@ def _curve_of(eff: Efficiency, key: str) -> ComputeCurve:
 
 
 def _kind(name: str) -> str:
+    if name.startswith(_OPTIM):
+        return "optimizer_tensor_overhead_s"
     return name.rsplit(".", 1)[-1]
 
 
@@ -132,15 +146,19 @@ def efficiency_from(theta: np.ndarray, names: Sequence[str], start: Efficiency) 
                 kinds.update({k + bw: curve for k in (kind, *_KIND_ALIASES.get(kind, ()))})
             else:
                 (backward if key.endswith(_BW) else compute)[OpClass(key.removesuffix(_BW))] = curve
-    update = {g: float(values[g]) for g in names if "." not in g}
+    optim = dict(start.optimizer_tensor_overhead_s)
+    optim.update({n.removeprefix(_OPTIM): float(values[n]) for n in names if n.startswith(_OPTIM)})
+    update = {g: float(values[g]) for g in names if "." not in g and not g.startswith(_OPTIM)}
     return start.model_copy(update={"compute": compute, "backward_compute": backward, "kind_compute": kinds,
-                                    **update})
+                                    "optimizer_tensor_overhead_s": optim, **update})
 
 
 def _theta_of(eff: Efficiency, names: Sequence[str]) -> np.ndarray:
     vals = []
     for name in names:
-        if "." in name:
+        if name.startswith(_OPTIM):
+            vals.append(eff.optimizer_tensor_overhead_s.get(name.removeprefix(_OPTIM), 0.0))
+        elif "." in name:
             key, field = name.split(".")
             vals.append(getattr(_curve_of(eff, key), field))
         else:
@@ -196,6 +214,22 @@ def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base:
     return np.log([min(max(guess[n], BOUNDS[_kind(n)][0]), BOUNDS[_kind(n)][1]) for n in names])
 
 
+def _optimizer_guess(rows: Sequence[Row], names: Sequence[str], device: Device, theta: np.ndarray,
+                     start: Efficiency) -> np.ndarray:
+    """``theta`` (a fit without the optimizer overheads) extended by each optimizer's per-tensor
+    overhead at what its rows leave unexplained: the median over its rows of (measured − predicted
+    without the overhead) / tensors, at
+    least :data:`_OPTIM_MIN_START_S` (the fit works in log space, where a start near 0 has no gradient:
+    ∂t/∂ln θ ∝ θ; the bounds still let it go to 1 ns)."""
+    eff = efficiency_from(theta, names[:len(theta)], start)
+    extra = []
+    for name in names[len(theta):]:
+        mine = [r for r in rows if r.phase == "optim" and "/".join(row_optimizer(r)) == name.removeprefix(_OPTIM)]
+        left = [(r.median_s - predict_row(r, device, eff)) / max(int(r.params.get("tensors", 1)), 1) for r in mine]
+        extra.append(math.log(min(max(float(np.median(left)), _OPTIM_MIN_START_S), BOUNDS[_kind(name)][1])))
+    return np.concatenate([theta, extra])
+
+
 def _starts(rows: Sequence[Row], names: Sequence[str], device: Device, prior: np.ndarray) -> list[np.ndarray]:
     """The base values, the data guess, and the data guess with every half size ÷ 30 (launch overhead
     absorbs part of the small-op slowdown, so the true half sizes are often below the half points).
@@ -213,7 +247,13 @@ def _unidentified(jac: np.ndarray, n_rows: int, names: Sequence[str]) -> tuple[s
 
 
 def fit_compute(rows: Sequence[Row], device: Device, start: Efficiency) -> ComputeFit:
-    """Fit ``start``'s compute-side parameters to ``rows`` (compute rows: ``op_class`` not None)."""
+    """Fit ``start``'s compute-side parameters to ``rows`` (compute rows: ``op_class`` not None).
+
+    Two stages: every curve and global from several starts with the optimizers' per-tensor overheads
+    left at the start's values, then everything together from that optimum with each overhead started
+    at what its rows leave unexplained (:func:`_optimizer_guess`). Fitted from the multi-start alone,
+    the overheads steered a start that otherwise finds the truth of a synthetic set into another basin
+    (memory_half_bytes at its bound, the launch overhead 60 % high)."""
     rows = [r for r in rows if r.op_class is not None]
     classes = sorted({r.op_class for r in rows if r.flops > 0 and r.phase != "optim"}, key=lambda c: c.value)
     bw_classes = sorted({r.op_class for r in rows if r.phase == "bw" and r.op_class in _BW_CLASSES and r.flops > 0},
@@ -221,8 +261,25 @@ def fit_compute(rows: Sequence[Row], device: Device, start: Efficiency) -> Compu
     strided = any(r.bench == "conv2d" and r.phase == "bw" and int(r.params.get("stride", 1)) > 1 for r in rows)
     names = _names(classes, start.cache_bytes > 0, bw_classes, strided) + _kind_names(rows)
     shadow = [r for r in rows if r.bench in _SHADOWED and f"{_KIND}{r.bench}.peak_fraction" in names]
+    first = _solve(rows, shadow, device, start, names, _starts(rows, names, device, _theta_of(start, names)))
+    best = first
+    optim = _optim_names(rows)
+    if optim:
+        x0 = _optimizer_guess(rows, names + optim, device, first.x, start)
+        names = names + optim
+        best = _solve(rows, shadow, device, start, names, [x0])
+    eff = efficiency_from(best.x, names, start)
+    return ComputeFit(eff, tuple(names), _unidentified(best.jac, len(rows) + len(shadow), names), float(best.cost),
+                      int(first.nfev + (best.nfev if best is not first else 0)), bool(best.success))
+
+
+def _solve(rows: Sequence[Row], shadow: Sequence[Row], device: Device, start: Efficiency, names: Sequence[str],
+           starts: Sequence[np.ndarray]):
+    """``least_squares`` on the log-time residuals of ``rows`` (and ``shadow`` rows on their class's
+    curve) plus the prior, from each of ``starts``; the result of lowest cost."""
     log_t = np.log([r.median_s for r in rows] + [r.median_s for r in shadow])
     prior = _theta_of(start, names)
+    weight = PRIOR_WEIGHT * np.array([0.0 if n.startswith(_OPTIM) else 1.0 for n in names])
     lo = np.log([BOUNDS[_kind(n)][0] for n in names])
     hi = np.log([BOUNDS[_kind(n)][1] for n in names])
 
@@ -230,14 +287,12 @@ def fit_compute(rows: Sequence[Row], device: Device, start: Efficiency) -> Compu
         eff = efficiency_from(theta, names, start)
         pred = np.log([predict_row(r, device, eff) for r in rows]
                       + [predict_row(r, device, eff, own_kind=False) for r in shadow])
-        return np.concatenate([pred - log_t, PRIOR_WEIGHT * (theta - prior)])
+        return np.concatenate([pred - log_t, weight * (theta - prior)])
 
     best = None
-    for x0 in _starts(rows, names, device, prior):
+    for x0 in starts:
         res = least_squares(resid, np.clip(x0, lo, hi), bounds=(lo, hi), loss="soft_l1", f_scale=0.2,
                             x_scale=1.0, max_nfev=300 * len(names))
         if best is None or res.cost < best.cost:
             best = res
-    eff = efficiency_from(best.x, names, start)
-    return ComputeFit(eff, tuple(names), _unidentified(best.jac, len(rows) + len(shadow), names), float(best.cost),
-                      int(best.nfev), bool(best.success))
+    return best

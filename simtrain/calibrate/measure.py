@@ -97,10 +97,11 @@ def _kept_readings(done: dict[str, tuple[list[Row], list[Row]]], opening: list[R
 def _remeasure_slow(bench: Bench, grid: Grid, done: dict[str, tuple[list[Row], list[Row]]], opening: list[Row],
                     log, attempts: int = REMEASURE_ATTEMPTS, pause_s: float = REMEASURE_PAUSE_S) -> None:
     """Measure again, after a pause, each group whose closing sentinels were past a limit against the
-    quickest readings so far; keep whichever attempt's sentinels were quicker (``done`` in place)."""
+    quickest readings so far; keep whichever attempt's sentinels were quicker (``done`` in place). A
+    group that measured nothing here (host↔device copies on a CPU) is not measured again."""
     for _ in range(attempts):
         best = sentinels.quickest(_kept_readings(done, opening))
-        slow = {n: why for n, (_, closing) in done.items() if (why := sentinels.over_limit(closing, best))}
+        slow = {n: why for n, (got, closing) in done.items() if got and (why := sentinels.over_limit(closing, best))}
         if not slow:
             return
         for name, why in slow.items():
@@ -112,8 +113,8 @@ def _remeasure_slow(bench: Bench, grid: Grid, done: dict[str, tuple[list[Row], l
             if sentinels.worst_slowdown(closing, best) < sentinels.worst_slowdown(done[name][1], best):
                 done[name] = (got, closing)
     best = sentinels.quickest(_kept_readings(done, opening))
-    for name, (_, closing) in done.items():
-        if why := sentinels.over_limit(closing, best):
+    for name, (got, closing) in done.items():
+        if got and (why := sentinels.over_limit(closing, best)):
             log(f"warning: {name} measured on a contended machine ({', '.join(why)})")
 
 

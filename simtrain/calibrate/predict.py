@@ -11,7 +11,8 @@ against these predictions is a fit of the estimator itself (fit and estimate can
   strided conv's activation-gradient part executes ``strided_agrad_factor`` times its FLOPs;
 * optimizer rows: the memory leg on the step's traffic plus one launch per kernel
   (``simtrain.parallel.program._optimizer_seconds``: ``memory_seconds(passes × 4 B × params) +
-  kernels × launch_overhead_s``; the row's bytes and calls come from ``simtrain.cost.optimizer``);
+  kernels × launch_overhead_s + tensors × optimizer_tensor_overhead_s[kind/impl]``; the row's bytes and
+  calls come from ``simtrain.cost.optimizer``);
 * collective rows: ``simtrain.cost.collectives.collective_time`` on a one-dimension switch topology of
   ``world_size`` ranks (the fitted link), algorithm chosen as the estimator chooses it.
 """
@@ -29,11 +30,12 @@ from simtrain.cost.compute import (
     strided_agrad_factor,
 )
 from simtrain.cost.op_cost import causal_executed_fraction
+from simtrain.cost.optimizer import tensor_overhead_seconds
 from simtrain.glossary import DTYPE_BYTES
 from simtrain.graph.op import Gemm
 from simtrain.specs.hardware import Device, Efficiency
 
-__all__ = ["row_gemm", "row_output_bytes", "predict_row", "row_agrad_factor", "row_attention_factor",
+__all__ = ["row_gemm", "row_output_bytes", "predict_row", "row_optimizer", "row_agrad_factor", "row_attention_factor",
            "row_conv_layout_bytes", "row_gradient_tensors", "predict_collective"]
 
 #: vector benches that allocate their output (bench_vector.py) → its element count from the row's params
@@ -91,7 +93,8 @@ def predict_row(row: Row, device: Device, eff: Efficiency, own_kind: bool = True
     """Predicted seconds of one timed call of a compute row (``row.op_class`` is not None);
     ``own_kind=False`` costs it on its class's curve even where its kind has one of its own."""
     if row.phase == "optim":
-        return memory_seconds(row.bytes_moved, device, eff) + row.calls * eff.launch_overhead_s
+        host_s = tensor_overhead_seconds(*row_optimizer(row), int(row.params.get("tensors", 0)), eff)
+        return memory_seconds(row.bytes_moved, device, eff) + row.calls * eff.launch_overhead_s + host_s
     gemm, m_rows = row_gemm(row)
     parts = row.calls
     phases = ("fw",) * parts if row.phase == "fw" else ("agrad", "wgrad", "bw", "bw")[:parts]
@@ -104,6 +107,14 @@ def predict_row(row: Row, device: Device, eff: Efficiency, own_kind: bool = True
                             gemm=gemm, efficiency=eff, m_rows=m_rows, phase=phase,
                             kind=row.bench if own_kind else None)
     return total
+
+
+def row_optimizer(row: Row) -> tuple[str, str]:
+    """(optimizer kind, implementation) of an optimizer row; rows from before implementations were
+    recorded carry only ``fused`` (True: fused, else the for-loop PyTorch picks on a CPU)."""
+    p = row.params
+    impl = p.get("impl") or ("fused" if p.get("fused") else "for-loop")
+    return str(p.get("optimizer", row.bench)), str(impl)
 
 
 def row_conv_layout_bytes(row: Row) -> float:

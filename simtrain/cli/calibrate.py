@@ -7,7 +7,9 @@
 ``--measurements PATH`` reads the measurements from PATH when it exists (no new run) and otherwise
 measures and saves them there. The profile is a device spec: ``st.load_device("profile.yaml")``.
 A measurement taken on a contended machine (CPU steal, other processes' load, wide sample spread,
-a sentinel that slowed down: :mod:`simtrain.calibrate.robust`) is refused: the command says why,
+a machine-speed sentinel past its limit — an in-cache GEMM or a 64 MiB read, timed after every bench
+group, whose slow groups are measured again first: :mod:`simtrain.calibrate.sentinels` and
+:mod:`simtrain.calibrate.robust`) is refused: the command says why,
 writes no profile and exits 3, unless ``--allow-noisy``.
 
 ``--runs FILE`` fits ``st.calibrate_runs`` to the runs of a CSV / JSONL file

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from simtrain.glossary import OptimizerKind
 
 __all__ = ["OptimizerTraits", "traits", "state_elements", "step_passes", "OPTIMIZER_IMPLS", "OP_SEQUENCES",
-           "resolve_impl", "impl_of_config", "impl_passes", "impl_kernels", "FOREACH_DEVICE_KINDS"]
+           "resolve_impl", "impl_of_config", "impl_passes", "impl_kernels", "FOREACH_DEVICE_KINDS",
+           "tensor_overhead_key", "tensor_overhead_seconds"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,3 +164,14 @@ def impl_kernels(kind: OptimizerKind | str, impl: str, tensors: int, elements: f
     if impl == "foreach" and multi:
         return sum(_launches(tensors, elements, depth) for _, _, depth in seq)
     return len(seq) * tensors
+
+
+def tensor_overhead_key(kind: OptimizerKind | str, impl: str) -> str:
+    """The ``Efficiency.optimizer_tensor_overhead_s`` key of an optimizer under an implementation."""
+    return f"{OptimizerKind(kind).value}/{impl}"
+
+
+def tensor_overhead_seconds(kind: OptimizerKind | str, impl: str, tensors: int, eff) -> float:
+    """Host seconds of one step's per-tensor work beyond its kernel launches: ``tensors`` × the
+    efficiency's fitted overhead for this optimizer and implementation (0 where none was fitted)."""
+    return max(tensors, 0) * eff.optimizer_tensor_overhead_s.get(tensor_overhead_key(kind, impl), 0.0)

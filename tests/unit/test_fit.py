@@ -113,15 +113,28 @@ def _shapes() -> list[Row]:
         rows.append(_row("layernorm", OpClass.NORM, counts.norm_counts("layernorm", numel, 256, 4), numel=numel))
     for tensors, impl in ((64, "fused"), (64, "for-loop"), (8, "for-loop")):
         f, b, k = counts.optimizer_counts("adamw", tensors * 65536, tensors, impl)
-        rows.append(_row("adamw", OpClass.ELEMENTWISE, (f, b), "optim", k, tensors=tensors))
+        rows.append(_row("adamw", OpClass.ELEMENTWISE, (f, b), "optim", k, tensors=tensors, optimizer="adamw",
+                         impl=impl))
     return rows
 
 
-def _synthetic(device, eff, sigma=0.02, seed=0, bump=1.0) -> Measurements:
+def _optimizer_grid() -> list[Row]:
+    """The optimizer rows of the full grid (grids.py): 32 × 2¹⁵, 8 × 2¹⁹ and 256 × 1024 parameters, for-loop
+    and fused AdamW; with the shapes' other rows instead of their three optimizer rows."""
+    rows = [r for r in _shapes() if r.phase != "optim"]
+    for tensors, numel in ((32, 1 << 15), (8, 1 << 19), (256, 1024)):
+        for impl in ("for-loop", "fused"):
+            f, b, k = counts.optimizer_counts("adamw", tensors * numel, tensors, impl)
+            rows.append(_row("adamw", OpClass.ELEMENTWISE, (f, b), "optim", k, tensors=tensors, optimizer="adamw",
+                             impl=impl))
+    return rows
+
+
+def _synthetic(device, eff, sigma=0.02, seed=0, bump=1.0, shapes=None) -> Measurements:
     """Times from predict_row (the cost layer itself) × lognormal noise; ``bump`` scales one row."""
     rng = np.random.default_rng(seed)
     rows = []
-    for i, r in enumerate(_shapes()):
+    for i, r in enumerate(shapes or _shapes()):
         t = predict_row(r, device, eff) * math.exp(sigma * rng.standard_normal()) * (bump if i == 0 else 1.0)
         rows.append(Row(r.bench, r.op_class, r.dtype, r.params, r.flops, r.bytes_moved, t, t * 0.98, t * 1.02,
                         5, r.phase, r.calls))
@@ -145,6 +158,28 @@ def test_fit_recovers_hand_chosen_parameters_from_noisy_synthetic_rows():
     assert got.memory_bandwidth_fraction == pytest.approx(0.7, rel=0.05)
     assert got.memory_half_bytes == pytest.approx(2e5, rel=0.35)
     assert got.launch_overhead_s == pytest.approx(4e-6, rel=0.25)
+
+
+def test_fit_recovers_each_optimizers_per_tensor_overhead():
+    """Hand-chosen host overheads per tensor (for-loop AdamW 30 µs, fused 8 µs) on top of the memory
+    traffic and launches: the fit finds them from the optimizer rows, and a row's prediction is
+    exactly memory + kernels × launch + tensors × overhead (predict_row's rule)."""
+    from simtrain.calibrate.predict import predict_row
+    from simtrain.cost.compute import memory_seconds
+    dev = invented_device()
+    truth = _truth_eff().model_copy(update={"optimizer_tensor_overhead_s": {"adamw/for-loop": 3e-5,
+                                                                            "adamw/fused": 8e-6}})
+    row = next(r for r in _optimizer_grid() if r.phase == "optim" and r.params["impl"] == "for-loop")
+    expected = memory_seconds(row.bytes_moved, dev, truth) + row.calls * 4e-6 + 32 * 3e-5
+    assert predict_row(row, dev, truth) == pytest.approx(expected)
+    # started from the truth without the overheads: this synthetic grid barely tells the launch
+    # overhead from memory_half_bytes (its small rows pay both), so a start far off can trade the
+    # overheads for a higher launch cost; the real grid's many tiny rows pin the launch
+    start = truth.model_copy(update={"optimizer_tensor_overhead_s": {}})
+    got = fit_compute(_synthetic(dev, truth, shapes=_optimizer_grid()).rows, dev, start).efficiency
+    assert got.optimizer_tensor_overhead_s["adamw/for-loop"] == pytest.approx(3e-5, rel=0.25)
+    assert got.optimizer_tensor_overhead_s["adamw/fused"] == pytest.approx(8e-6, rel=0.5)
+    assert got.launch_overhead_s == pytest.approx(4e-6, rel=0.25)  # the launches are not what moved
 
 
 def test_calibrate_keeps_datasheet_peaks_and_names_the_device():
