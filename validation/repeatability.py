@@ -29,7 +29,7 @@ from simtrain.calibrate.records import Measurements
 from validation.steps import predict_step
 from validation.workloads import unseen_workloads, workloads
 
-__all__ = ["predictions", "spread", "main", "TARGET"]
+__all__ = ["predictions", "spread", "row_shift", "main", "TARGET"]
 
 TARGET = 0.05
 """Largest relative difference between the two profiles' predictions of one model (issue 12)."""
@@ -63,6 +63,30 @@ def spread(row: dict) -> float:
     return (max(v) - min(v)) / min(v)
 
 
+def row_shift(a: Measurements, b: Measurements) -> dict[str, tuple[int, float]]:
+    """Per bench (sentinels included), the number of benchmarks both sets timed and the median of
+    B's time over A's: whether the machine or the fit moved between the two calibrations (a shift
+    shared by a whole bench is the machine; the fit would move only some parameters)."""
+    import statistics
+
+    from simtrain.calibrate.robust import _pass_key
+    theirs = {_pass_key(r): r for r in b.rows}
+    ratios: dict[str, list[float]] = {}
+    for r in a.rows:
+        other = theirs.get(_pass_key(r))
+        if other is not None and r.median_s > 0:
+            ratios.setdefault(r.bench, []).append(other.median_s / r.median_s)
+    return {k: (len(v), statistics.median(v)) for k, v in sorted(ratios.items())}
+
+
+def _shift_lines(shift: dict[str, tuple[int, float]]) -> list[str]:
+    if not shift:
+        return []
+    cells = ", ".join(f"{bench} {ratio:.2f} ({n})" for bench, (n, ratio) in shift.items())
+    return ["", "Median time of calibration B's benchmarks over A's, per bench (benchmarks compared): " + cells
+            + ". A shift shared by every bench is the machine moving between the sets, not the fit.", ""]
+
+
 def _markdown(rows: list[dict], meta: dict) -> str:
     worst = max(rows, key=spread)
     met = all(spread(r) <= TARGET for r in rows)
@@ -75,6 +99,7 @@ def _markdown(rows: list[dict], meta: dict) -> str:
              f"**Largest difference between the two profiles' predictions: {100 * spread(worst):.1f} % "
              f"({worst['case']}); mean {100 * sum(map(spread, rows)) / len(rows):.1f} %. Target: every model "
              f"within {100 * TARGET:.0f} % — {'met' if met else 'not met'}.**", "",
+             *_shift_lines(meta.get("shift", {})),
              "| model | unseen | calibration A | calibration B | difference |", "|---|---|---:|---:|---:|"]
     for r in rows:
         a, b = r["predicted_s"].values()
@@ -105,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"machine": f"{sets[0].machine.cpu_model} ({sets[0].machine.cpu_cores} cores)", "threads": args.threads,
             "passes": [m.settings.get("passes", 1) for m in sets],
             "grid": args.grid, "when": sets[0].machine.date, "seconds": seconds, "load": load,
+            "shift": row_shift(*sets),
             "command": shlex.join(["python", "-m", "validation.repeatability", *sys.argv[1:]])}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "repeatability.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -69,3 +69,24 @@ def test_theil_sen_ignores_one_outlier():
 def test_profiler_names_map_to_op_classes(name, cls):
     from validation.diagnose import class_of_aten
     assert class_of_aten(name) == cls
+
+
+def test_row_shift_is_the_median_ratio_of_matching_benchmarks_per_bench():
+    """B's GEMMs all 10 % slower, its copy unchanged, a benchmark only A timed left out."""
+    from simtrain.calibrate.machine import MachineFacts
+    from simtrain.calibrate.records import Measurements, Row
+    from simtrain.glossary import DType, OpClass
+    from validation.repeatability import row_shift
+
+    def row(bench, t, **params):
+        return Row(bench, OpClass.MATMUL, DType.FP32, params, 1.0, 1.0, t, t, t, 3)
+    facts = MachineFacts(cpu_model="Test CPU", cpu_cores=2, cpu_flags=(), cpu_mhz=2000.0, torch_version="2.13.0",
+                         threads=2, device="cpu", gpu_name=None, gpu_count=0, cuda_version=None, hostname_hash="00",
+                         date="2026-12-03")
+    a = Measurements((row("gemm", 1.0, m=1), row("gemm", 2.0, m=2), row("gemm", 4.0, m=4), row("copy", 1.0, n=1),
+                      row("gemm", 9.0, m=9)), facts)
+    b = Measurements((row("gemm", 1.1, m=1), row("gemm", 2.2, m=2), row("gemm", 4.4, m=4), row("copy", 1.0, n=1)),
+                     facts)
+    got = row_shift(a, b)
+    assert got["gemm"][0] == 3 and got["gemm"][1] == pytest.approx(1.1)
+    assert got["copy"] == (1, pytest.approx(1.0))
