@@ -83,7 +83,7 @@ def _shift_lines(shift: dict[str, tuple[int, float]]) -> list[str]:
     if not shift:
         return []
     cells = ", ".join(f"{bench} {ratio:.2f} ({n})" for bench, (n, ratio) in shift.items())
-    return ["", "Median time of calibration B's benchmarks over A's, per bench (benchmarks compared): " + cells
+    return ["Median time of calibration B's benchmarks over A's, per bench (benchmarks compared): " + cells
             + ". A shift shared by every bench is the machine moving between the sets, not the fit.", ""]
 
 

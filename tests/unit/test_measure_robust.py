@@ -121,3 +121,14 @@ def test_cli_refuses_a_noisy_profile_unless_allowed(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "unreliable" in err and "steal 20.0 %" in err and "--allow-noisy" in err
     assert not out.exists()
+
+
+def test_order_interval_of_the_median_by_hand():
+    """n = 5: only the extremes reach 95 % (they cover the median with 1 − 2/2⁵ = 93.75 %, the most
+    any pair of order statistics can); n = 10: the 2nd and 9th (1 − 2·11/1024 = 97.9 %; the 3rd and 8th
+    would cover 89 %); n = 20: the 6th and 15th (1 − 2·P(Bin(20, ½) ≤ 5) = 95.9 %)."""
+    from simtrain.calibrate.robust import median_order_interval
+    assert median_order_interval([5.0, 1.0, 4.0, 2.0, 3.0]) == (1.0, 5.0)
+    assert median_order_interval([float(i) for i in range(1, 11)]) == (2.0, 9.0)
+    assert median_order_interval([float(i) for i in range(1, 21)]) == (6.0, 15.0)
+    assert median_order_interval([7.0]) == (7.0, 7.0)
