@@ -69,11 +69,11 @@ def row_shift(a: Measurements, b: Measurements) -> dict[str, tuple[int, float]]:
     shared by a whole bench is the machine; the fit would move only some parameters)."""
     import statistics
 
-    from simtrain.calibrate.robust import _pass_key
-    theirs = {_pass_key(r): r for r in b.rows}
+    from simtrain.calibrate.robust import benchmark_key
+    theirs = {benchmark_key(r): r for r in b.rows}
     ratios: dict[str, list[float]] = {}
     for r in a.rows:
-        other = theirs.get(_pass_key(r))
+        other = theirs.get(benchmark_key(r))
         if other is not None and r.median_s > 0:
             ratios.setdefault(r.bench, []).append(other.median_s / r.median_s)
     return {k: (len(v), statistics.median(v)) for k, v in sorted(ratios.items())}

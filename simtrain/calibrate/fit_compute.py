@@ -25,6 +25,7 @@ from scipy.optimize import least_squares
 from simtrain.calibrate.predict import predict_row, row_gemm, row_optimizer
 from simtrain.calibrate.records import Row
 from simtrain.cost.compute import GROUPED_CONV_KIND, MATRIX_CLASSES, matrix_peak_flops_per_s
+from simtrain.cost.optimizer import tensor_overhead_key
 from simtrain.glossary import OpClass
 from simtrain.specs.hardware import ComputeCurve, Device, Efficiency
 
@@ -108,7 +109,7 @@ def row_kind(row: Row) -> str:
 
 def _optim_names(rows: Sequence[Row]) -> list[str]:
     """One per-tensor overhead per (optimizer, implementation) with optimizer rows."""
-    return [_OPTIM + k for k in sorted({"/".join(row_optimizer(r)) for r in rows if r.phase == "optim"})]
+    return [_OPTIM + k for k in sorted({tensor_overhead_key(*row_optimizer(r)) for r in rows if r.phase == "optim"})]
 
 
 def _kind_names(rows: Sequence[Row]) -> list[str]:
@@ -224,7 +225,8 @@ def _optimizer_guess(rows: Sequence[Row], names: Sequence[str], device: Device, 
     eff = efficiency_from(theta, names[:len(theta)], start)
     extra = []
     for name in names[len(theta):]:
-        mine = [r for r in rows if r.phase == "optim" and "/".join(row_optimizer(r)) == name.removeprefix(_OPTIM)]
+        key = name.removeprefix(_OPTIM)
+        mine = [r for r in rows if r.phase == "optim" and tensor_overhead_key(*row_optimizer(r)) == key]
         left = [(r.median_s - predict_row(r, device, eff)) / max(int(r.params.get("tensors", 1)), 1) for r in mine]
         extra.append(math.log(min(max(float(np.median(left)), _OPTIM_MIN_START_S), BOUNDS[_kind(name)][1])))
     return np.concatenate([theta, extra])

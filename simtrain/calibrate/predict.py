@@ -114,7 +114,7 @@ def row_optimizer(row: Row) -> tuple[str, str]:
     recorded carry only ``fused`` (True: fused, else the for-loop PyTorch picks on a CPU)."""
     p = row.params
     impl = p.get("impl") or ("fused" if p.get("fused") else "for-loop")
-    return str(p.get("optimizer", row.bench)), str(impl)
+    return str(p["optimizer"]), str(impl)
 
 
 def row_conv_layout_bytes(row: Row) -> float:

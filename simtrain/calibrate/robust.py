@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["merge_passes", "median_ci", "median_order_interval", "CpuTicks", "read_cpu_ticks", "parse_cpu_ticks", "Snapshot", "snapshot", "Thresholds",
-           "Contention", "assess", "contention_between", "row_spread", "measurements_contention"]
+           "Contention", "assess", "contention_between", "row_spread", "measurements_contention",
+           "benchmark_key"]
 
 
 def median_ci(samples: Sequence[float], confidence: float = 0.95, resamples: int = 2000,
@@ -200,7 +201,9 @@ def _unmeasured_first_touch(rows) -> list[str]:
             "pages was not measured and the profile would leave it out"]
 
 
-def _pass_key(row) -> tuple:
+def benchmark_key(row) -> tuple:
+    """What identifies one benchmark across passes and measurement sets: bench, phase, dtype, calls and
+    params (less the engine cost a backward row records, which is measured, not chosen)."""
     params = tuple(sorted((k, str(v)) for k, v in row.params.items() if k != "autograd_call_s"))
     return (row.bench, row.phase, str(row.dtype), row.calls, params)
 
@@ -235,7 +238,7 @@ def merge_passes(passes: Sequence[Sequence]) -> list:
     groups: dict[tuple, list] = {}
     for rows in passes:
         for r in rows:
-            groups.setdefault(_pass_key(r), []).append(r)
+            groups.setdefault(benchmark_key(r), []).append(r)
     out = []
     for same in groups.values():
         first = same[0]
