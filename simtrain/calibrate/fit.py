@@ -103,7 +103,8 @@ def _start_efficiency(base: Device) -> Efficiency:
 
 def _memory_start(eff: Efficiency, m: Measurements) -> Efficiency:
     """A CPU's memory-system parameters from this machine: the last-level cache size the measurement
-    recorded (a cache tier, its miss bandwidth fitted from 0.5), first-touch cost of fresh pages
+    recorded (a cache tier; the fit starts its effective capacity there and its miss bandwidth at
+    0.5, fit_compute._CACHE), first-touch cost of fresh pages
     (calibrate/bench_memory.py), the dropout draw rate (calibrate/bench_rng.py) and the NCHW layout
     reorders of convolutions (calibrate/bench_layout.py); unchanged where
     the measurements have none of them."""

@@ -36,10 +36,12 @@ PRIOR_WEIGHT = 0.02
 BOUNDS = {"peak_fraction": (1e-5, 1.0), "half_flops": (1.0, 1e14), "memory_bandwidth_fraction": (1e-4, 1.0),
           "memory_half_bytes": (1.0, 1e11), "launch_overhead_s": (1e-9, 1e-1),
           "cache_miss_bandwidth_fraction": (1e-3, 1.0), "strided_agrad_exponent": (1e-3, 2.0),
-          "half_rows": (1.0, 1e6), "half_depth": (1e-2, 1e5), "optimizer_tensor_overhead_s": (1e-9, 1e-2)}
+          "half_rows": (1.0, 1e6), "half_depth": (1e-2, 1e5), "optimizer_tensor_overhead_s": (1e-9, 1e-2),
+          "cache_bytes": (float(1 << 16), 1e12)}
 _GLOBALS = ("memory_bandwidth_fraction", "memory_half_bytes", "launch_overhead_s")
-_CACHE = "cache_miss_bandwidth_fraction"
-"""Fitted only when the start efficiency has a cache tier (``cache_bytes`` > 0)."""
+_CACHE = ("cache_miss_bandwidth_fraction", "cache_bytes")
+"""Fitted only when the start efficiency has a cache tier (``cache_bytes`` > 0, the machine's
+last-level cache size as the prior)."""
 _BW = "@bw"
 """Suffix of a class whose backward rows get their own curve (``Efficiency.backward_compute``)."""
 _BW_CLASSES = frozenset({OpClass.CONV})
@@ -96,7 +98,7 @@ def _names(classes: Sequence[OpClass], cache: bool = False, bw_classes: Sequence
     names = [f"{k}.{p}" for k in keys for p in ("peak_fraction", "half_flops")] + list(_GLOBALS)
     names += [f"{k}.{p}" for k in keys if OpClass(k.removesuffix(_BW)) in _ROWS_CLASSES
               for p in ("half_rows", "half_depth")]
-    return names + [_CACHE] * cache + [_STRIDE] * strided
+    return names + list(_CACHE) * cache + [_STRIDE] * strided
 
 
 def row_kind(row: Row) -> str:

@@ -109,7 +109,9 @@ _FULL = replace(
     rows_cols=((64, 256), (256, 768), (2048, 1024), (8192, 4096)),
     batchnorm=((8, 64, 28, 28), (32, 128, 14, 14), (2, 16, 8, 8)),
     embedding=((32000, 256, 2048), (1000, 64, 128), (50000, 768, 4096)),
-    copy_numel=tuple(1 << p for p in range(8, 27, 2)),
+    # every 4× from 1 KiB, and 2× around a last-level cache's size (8 to 128 MiB moved), where the
+    # fit places the effective cache capacity (fit_compute._CACHE)
+    copy_numel=tuple(sorted({1 << p for p in range(8, 27, 2)} | {1 << 21, 1 << 23})),
     optimizer=((32, 1 << 15), (8, 1 << 19), (256, 1024)),
     collective_bytes=tuple(1 << p for p in range(8, 25, 2)), collective_world_sizes=(2, 4),
     # + ResNet-50's conv3_x 1×1 reduce and expand

@@ -361,3 +361,17 @@ def test_fit_recovers_the_matmul_row_ramp_from_skinny_gemms():
     assert isinstance(got, ComputeCurve)
     assert got.half_rows == pytest.approx(16.0, rel=0.3)
     assert got.peak_fraction == pytest.approx(truth.curve(OpClass.MATMUL).peak_fraction, rel=0.05)
+
+
+def test_fit_finds_the_effective_cache_below_the_sysfs_size():
+    """A shared machine's other tenants leave a streaming op less last-level cache than sysfs
+    reports: streams of a hand-chosen truth with an 8 MB effective cache (misses at 0.3 of the
+    streaming rate), fitted from the 32 MiB the machine reports, give back the 8 MB and the 0.3."""
+    dev = invented_device()
+    truth = _truth_eff().model_copy(update={"cache_bytes": 8e6, "cache_miss_bandwidth_fraction": 0.3})
+    shapes = [r for r in _shapes() if r.bench != "copy"]
+    shapes += [_row("copy", OpClass.MEMORY, counts.copy_counts(1 << p, 4), numel=1 << p) for p in range(10, 26)]
+    start = truth.model_copy(update={"cache_bytes": float(32 << 20), "cache_miss_bandwidth_fraction": 0.5})
+    got = fit_compute(_synthetic(dev, truth, shapes=shapes).rows, dev, start).efficiency
+    assert got.cache_bytes == pytest.approx(8e6, rel=0.25)
+    assert got.cache_miss_bandwidth_fraction == pytest.approx(0.3, rel=0.15)
