@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simtrain.calibrate.base_device import default_base
+from simtrain.calibrate.bench_cold import fit_step_state
 from simtrain.calibrate.bench_layout import fit_conv_layout
 from simtrain.calibrate.bench_memory import fit_first_touch
 from simtrain.calibrate.bench_rng import fit_rng
@@ -106,9 +107,11 @@ def _memory_start(eff: Efficiency, m: Measurements) -> Efficiency:
     recorded (a cache tier; the fit starts its effective capacity there and its miss bandwidth at
     0.5, fit_compute._CACHE), first-touch cost of fresh pages
     (calibrate/bench_memory.py), the dropout draw rate (calibrate/bench_rng.py) and the NCHW layout
-    reorders of convolutions (calibrate/bench_layout.py); unchanged where
+    reorders of convolutions (calibrate/bench_layout.py), an op's extra cost inside a step
+    (calibrate/bench_cold.py); unchanged where
     the measurements have none of them."""
-    update: dict[str, float] = dict(fit_first_touch(m.rows)) | fit_rng(m.rows) | fit_conv_layout(m.rows)
+    update: dict[str, float] = (dict(fit_first_touch(m.rows)) | fit_rng(m.rows) | fit_conv_layout(m.rows)
+                                | fit_step_state(m.rows))
     llc = float(m.settings.get("llc_bytes") or 0.0)
     if llc > 0:
         update.update(cache_bytes=llc, cache_miss_bandwidth_fraction=0.5)

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from simtrain.calibrate import sentinels
+from simtrain.calibrate.bench_cold import bench_step_state
 from simtrain.calibrate.bench_layout import bench_conv_layout
 from simtrain.calibrate.bench_memory import bench_first_touch, last_level_cache_bytes
 from simtrain.calibrate.bench_ops import MATRIX_BENCHES, Bench, bench_autograd_call
@@ -35,7 +36,8 @@ __all__ = ["measure", "Measurements", "Row", "BENCH_GROUPS", "REMEASURE_ATTEMPTS
 #: every benchmark group by name, in run order; ``only=`` selects a subset.
 BENCH_GROUPS: dict[str, Callable[[Bench, Grid], list[Row]]] = {**MATRIX_BENCHES, **VECTOR_BENCHES,
                                                                 "first_touch": bench_first_touch, "rng": bench_rng,
-                                                                "conv_layout": bench_conv_layout}
+                                                                "conv_layout": bench_conv_layout,
+                                                                "step_state": bench_step_state}
 REMEASURE_ATTEMPTS = 2
 """Times a group measured in a slow spell is measured again (:mod:`simtrain.calibrate.sentinels`)."""
 REMEASURE_PAUSE_S = 5.0

@@ -284,6 +284,21 @@ def _weight_bytes(op: Op, phase: str, f: ShardFactors, wb: float) -> float:
     return (getattr(op.weight_read, phase) + getattr(op.weight_write, phase)) * f.weights * wb
 
 
+def _step_memory_seconds(op: Op, phase: str, act_bytes: float, bytes_moved: float, f: ShardFactors,
+                         micro_batch: float, ab: float, device: Device, eff: Efficiency,
+                         backward_working_set_bytes: float) -> float:
+    """The memory leg of one phase inside a step. With ``eff.step_cold_bytes_per_s`` calibrated: the
+    tensor the op just before it wrote (one of the op's output size: the forward input an
+    element-wise chain passes on, the backward's incoming gradient dY) at the warm benchmark rate,
+    every other byte at the cold rate (calibrate/bench_cold.py). Without it, the warm model, where a
+    backward's reads compete with the whole saved set for a cache tier."""
+    if eff.step_cold_bytes_per_s <= 0:
+        return memory_seconds(bytes_moved, device, eff, backward_working_set_bytes if phase != "fw" else 0.0)
+    recent = min(act_bytes, op.act_write.fw * f.act_write * micro_batch * ab)
+    warm = memory_seconds(bytes_moved, device, eff) * recent / bytes_moved if bytes_moved > 0 else 0.0
+    return warm + (bytes_moved - recent) / eff.step_cold_bytes_per_s
+
+
 def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficiency,
             tp: int = 1, sp: bool = False, ep: int = 1, moe_imbalance: float = 1.0, stack=None,
             backward_working_set_bytes: float = 0.0) -> OpCost:
@@ -324,12 +339,13 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
             work = strided_agrad_factor(conv_stride(op), eff) if phase == "agrad" else 1.0
             t_c = compute_seconds(flops * run * work, op.op_class, device, dtype, eff, gemm, m_rows, phase,
                                   op.kind)
-        t_m = memory_seconds(bytes_moved, device, eff, backward_working_set_bytes if phase != "fw" else 0.0)
+        t_m = _step_memory_seconds(op, phase, act_bytes * traffic, bytes_moved, f, micro_batch, ab, device, eff,
+                                   backward_working_set_bytes)
         kernels = _MATERIALISED_KERNELS if sequential else launches
         if sequential:
-            sec = t_c + t_m + eff.launch_overhead_s * kernels
-        else:
-            sec = max(t_c, t_m) + eff.launch_overhead_s * kernels  # legs kept apart for the bottleneck
+            sec = t_c + t_m + (eff.launch_overhead_s + eff.step_call_overhead_s) * kernels
+        else:  # legs kept apart for the bottleneck
+            sec = max(t_c, t_m) + (eff.launch_overhead_s + eff.step_call_overhead_s) * kernels
         sec += _fresh_tensor_s(op, phase, f, micro_batch, ab, wb, eff)
         if _dense_conv(op):  # NCHW activations reordered to the kernel's layout and back
             sec += conv_layout_seconds(act_bytes, eff)

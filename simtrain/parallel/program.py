@@ -300,7 +300,9 @@ def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, r
         passes += 3 * grad_pass  # global-norm clipping: read for the norm, read + write to scale
     if not cfg.zero_grad_to_none:
         passes += grad_pass  # zero the gradient buffer for the next step
-    seconds = memory_seconds(passes * 4.0 * shard, coster.device, coster.eff)
+    moved = passes * 4.0 * shard
+    cold = coster.eff.step_cold_bytes_per_s  # parameters and states were last touched a step ago
+    seconds = moved / cold if cold > 0 else memory_seconds(moved, coster.device, coster.eff)
     tensors = sum(n for op, n, _, _ in items if op.param_count) * 2  # weight + bias per parameterised op
     kernels = impl_kernels(cfg.optimizer, impl, tensors, shard, coster.device.kind)
     host_s = tensor_overhead_seconds(cfg.optimizer, impl, tensors, coster.eff)

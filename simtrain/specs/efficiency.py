@@ -114,6 +114,18 @@ class Efficiency(Spec):
     (≈ 8 ns each on an EPYC core: slower than the multiply it feeds by ~50×), before the elementwise
     pass; a GPU draws Philox numbers inside the memory-bound dropout kernel (not a separate cost).
     Charged on each op's ``random_draws`` attribute in its forward (calibrate/bench_rng.py)."""
+    step_call_overhead_s: Annotated[float, Field(ge=0, le=1e-1)] = 0.0
+    """Extra seconds each kernel launch costs inside a training step over the benchmarks' back-to-back
+    calls: each op instance last ran a whole step earlier, so its code, branch history and address
+    translations are fetched again (calibrate/bench_cold.py: an 8×64 @ 64×64 matmul 12 µs slower
+    after 20 ms of other kernels, on this project's EPYC VM). Charged on every launch of the model's
+    ops; not on the optimizer's, which repeat over the parameter tensors back to back as in their
+    bench. 0: not costed (bench rows never pay it)."""
+    step_cold_bytes_per_s: Annotated[float, Field(ge=0, le=1e15)] = 0.0
+    """Rate at which an op inside a step streams the bytes nobody touched since the step before
+    (weights, saved activations, a second operand, the memory its output goes to): all it moves but
+    the tensor the op just before it wrote (``cost.op_cost``), and the optimizer's whole pass. 0: the
+    step is costed with the benchmarks' own (cache-warm) memory model (calibrate/bench_cold.py)."""
     backward_compute: dict[OpClass, ComputeCurve] = Field(default_factory=dict)
     """Curves for the backward phases (activation- and weight-gradient) of classes whose backward
     kernels run at a different rate from their forward (a CPU's oneDNN convolution backward: other

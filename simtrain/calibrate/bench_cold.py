@@ -1,0 +1,138 @@
+"""What an op costs inside a training step over the benchmark loop's back-to-back calls (CPU).
+
+Every other bench times an op called again and again on the same tensors, so its code, its page-table
+entries and its data stay cached between calls. Inside a step each op instance runs once per phase:
+the same instance last ran a whole step earlier, and other kernels on other data ran in between.
+Measured on this project's 2-core EPYC VM (calls after a gap of other small torch ops, medians of 31):
+
+| op | back-to-back | after 0.6 ms | after 2 ms | after 20 ms |
+|---|---:|---:|---:|---:|
+| 8×64 @ 64×64 matmul | 5.5 µs | 6.5 µs | 8–9 µs | 15–19 µs |
+| relu, 64 KiB | 2.5–3.5 µs | 6–13 µs | 15–19 µs | 30–32 µs |
+| relu, 4 MiB | 56–60 µs | 100–103 µs | 230–290 µs | 337–347 µs |
+
+Two parts, and the bench measures both at a step-scale gap (:data:`STEP_GAP_S`):
+
+* a fixed cost per call (``Efficiency.step_call_overhead_s``): the tiny matmul's extra time, whose
+  18 KB of data cannot explain it (code, branch predictors and translations refetched);
+* the rate at which a call streams data nobody touched since (``Efficiency.step_cold_bytes_per_s``):
+  bytes / (t_cold − fixed) of the larger relu calls, which read and write memory last used a step
+  ago. On a shared machine this is below a plain main-memory stream: the 4 MiB relu reads and
+  writes 8 MiB at ~25 GB/s, where rotating copies stream at ~35 GB/s.
+
+The cost layer charges both in a step (``cost.op_cost``): each launch pays the fixed cost, and every
+byte an op moves except the tensor the op just before it wrote streams at the cold rate. The
+benchmark rows themselves are predicted hot, as they are timed.
+
+The gap's filler is a rotation of small kernels (a sigmoid over 16 KiB, a 64² matmul, an 8-channel
+3×3 convolution): it changes what the core ran without streaming data out of the cache itself, so
+the measured loss is what the time and the other kernels cost, the least a real step's larger
+tensors evict.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from simtrain.calibrate.records import Row
+from simtrain.calibrate.timing import timing_of
+from simtrain.glossary import DType
+
+if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle through the package
+    from simtrain.calibrate.bench_ops import Bench
+    from simtrain.calibrate.grids import Grid
+
+__all__ = ["STEP_GAP_S", "FIXED_OP", "bench_step_state", "fit_step_state", "cold_pairs"]
+
+STEP_GAP_S = 0.02
+"""Seconds of other work before each cold call: the order of a CPU training step (the validation
+zoo's run 15–190 ms here), after which the table above has levelled off."""
+FIXED_OP = "mm8x64x64"
+"""The call whose extra time is the fixed cost: too little data (18 KB) for the data to matter."""
+_BENCH = "step_state"
+
+
+def _filler():
+    """Small kernels of other kinds on other small tensors, run in turn for the gap."""
+    import torch
+    x, m, img, w = torch.randn(4096), torch.randn(64, 64), torch.randn(2, 8, 16, 16), torch.randn(8, 8, 3, 3)
+    kernels = (lambda: torch.sigmoid(x), lambda: m @ m, lambda: torch.conv2d(img, w, padding=1))
+
+    def run(seconds: float) -> None:
+        end, i = time.perf_counter() + seconds, 0
+        while time.perf_counter() < end:
+            kernels[i % len(kernels)]()
+            i += 1
+    return run
+
+
+def _one_call(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _pair_samples(fn: Callable[[], object], repeats: int, gap_s: float, filler) -> tuple[list[float], list[float]]:
+    """(cold, hot) single-call times, alternated: a cold call after ``gap_s`` of filler; a hot call
+    right after a call of its own."""
+    cold, hot = [], []
+    for _ in range(2):
+        fn()
+    for _ in range(repeats):
+        filler(gap_s)
+        cold.append(_one_call(fn))
+        fn()
+        hot.append(_one_call(fn))
+    return cold, hot
+
+
+def bench_step_state(b: Bench, grid: Grid) -> list[Row]:
+    """CPU only: per op of ``grid.step_state``, a cold row (``cold`` True) and a hot row (False)."""
+    import torch
+    if b.device != "cpu" or not grid.step_state:
+        return []
+    filler = _filler()
+    a, w = torch.randn(8, 64), torch.randn(64, 64)
+    rows: list[Row] = []
+    for numel in (0, *grid.step_state):
+        if numel == 0:
+            name, fn, moved = FIXED_OP, (lambda: a @ w), 4.0 * (8 * 64 + 64 * 64 + 8 * 64)
+        else:
+            x = torch.randn(numel)
+            name, fn, moved = f"relu{numel}", (lambda x=x: torch.relu(x)), 8.0 * numel
+        repeats = max(grid.plan.repeats, 5)
+        for cold, times in zip((True, False), _pair_samples(fn, repeats, STEP_GAP_S, filler), strict=True):
+            t = timing_of(times)
+            rows.append(Row(bench=_BENCH, op_class=None, dtype=DType.FP32,
+                            params={"op": name, "numel": numel, "cold": cold, "gap_s": STEP_GAP_S},
+                            flops=0.0, bytes_moved=moved, median_s=t.median_s, p10_s=t.p10_s, p90_s=t.p90_s,
+                            repeats=t.repeats, device=b.device, ci_low_s=t.ci_low_s, ci_high_s=t.ci_high_s))
+    return rows
+
+
+def cold_pairs(rows: Sequence[Row]) -> dict[str, tuple[Row, Row]]:
+    """(cold, hot) rows of the bench by op name."""
+    by: dict[str, dict[bool, Row]] = {}
+    for r in rows:
+        if r.bench == _BENCH:
+            by.setdefault(str(r.params["op"]), {})[bool(r.params["cold"])] = r
+    return {k: (v[True], v[False]) for k, v in by.items() if len(v) == 2}
+
+
+def fit_step_state(rows: Sequence[Row]) -> dict[str, float]:
+    """``step_call_overhead_s``: the fixed op's cold − hot time (≥ 0); ``step_cold_bytes_per_s``: the
+    median over the streaming ops of bytes / (cold time − fixed cost). Empty without the bench's rows."""
+    pairs = cold_pairs(rows)
+    if FIXED_OP not in pairs:
+        return {}
+    cold, hot = pairs[FIXED_OP]
+    fixed = max(cold.median_s - hot.median_s, 0.0)
+    out = {"step_call_overhead_s": fixed}
+    rates = [c.bytes_moved / (c.median_s - fixed) for name, (c, _h) in pairs.items()
+             if name != FIXED_OP and c.median_s > fixed]
+    if rates:
+        out["step_cold_bytes_per_s"] = statistics.median(rates)
+    return out

@@ -1,0 +1,88 @@
+"""An op's extra cost inside a training step (calibrate/bench_cold.py): the fit from cold and warm
+rows, the cost layer's split of a phase's bytes, and the optimizer's pass, all derived by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from simtrain.calibrate.bench_cold import FIXED_OP, STEP_GAP_S, fit_step_state
+from simtrain.calibrate.records import Row
+from simtrain.glossary import DType, OpClass
+from simtrain.specs.efficiency import ComputeCurve
+from simtrain.specs.hardware import Efficiency
+
+
+def _pair(op: str, numel: int, moved: float, cold_s: float, warm_s: float) -> list[Row]:
+    return [Row("step_state", None, DType.FP32, {"op": op, "numel": numel, "cold": cold, "gap_s": STEP_GAP_S},
+                0.0, moved, t, t, t, 5) for cold, t in ((True, cold_s), (False, warm_s))]
+
+
+def test_fit_reads_the_fixed_cost_and_the_cold_rate_by_hand():
+    rows = (_pair(FIXED_OP, 0, 18e3, 20e-6, 10e-6) + _pair("relu262144", 262144, 2.0e6, 110e-6, 20e-6)
+            + _pair("relu1048576", 1048576, 8.0e6, 410e-6, 70e-6))
+    got = fit_step_state(rows)
+    assert got["step_call_overhead_s"] == pytest.approx(10e-6)  # 20 − 10 µs
+    # 2e6 B / (110 − 10) µs = 20 GB/s; 8e6 B / (410 − 10) µs = 20 GB/s
+    assert got["step_cold_bytes_per_s"] == pytest.approx(2.0e10)
+    assert fit_step_state(rows[2:]) == {}  # no fixed op: nothing to read
+    # the fixed op alone: its cost, no rate; a cold call quicker than the warm one costs nothing
+    assert fit_step_state(_pair(FIXED_OP, 0, 18e3, 9e-6, 10e-6)) == {"step_call_overhead_s": 0.0}
+
+
+def _relu_costs(eff: Efficiency):
+    import simtrain as st
+    from simtrain.cost.op_cost import op_cost
+    from simtrain.cost.precision import regime
+    from simtrain.graph.rules.registry import make_op
+    dev = st.load_device("host-cpu")
+    op = make_op("relu", "r", "b", shape=(1000,))
+    return dev, op, op_cost(op, 2, regime("fp32"), dev, eff)
+
+
+def test_a_step_streams_all_but_the_previous_ops_tensor_at_the_cold_rate():
+    from simtrain.cost.compute import memory_seconds
+    warm = Efficiency(compute={OpClass.ELEMENTWISE: ComputeCurve(peak_fraction=1.0)}, memory_bandwidth_fraction=1.0,
+                      memory_half_bytes=0.0, launch_overhead_s=1e-6)
+    step = warm.model_copy(update={"step_call_overhead_s": 5e-6, "step_cold_bytes_per_s": 1e9})
+    dev, _, a = _relu_costs(warm)
+    _, _, b = _relu_costs(step)
+    # relu over 2 samples × 1000 fp32: forward reads x (8 kB, the op before wrote it) and writes y (8 kB)
+    fw_warm = memory_seconds(16e3, dev, warm)
+    assert a.fw_s == pytest.approx(fw_warm + 1e-6)
+    assert b.fw_s == pytest.approx(fw_warm / 2 + 8e3 / 1e9 + 1e-6 + 5e-6)
+    # backward reads dY (the op after wrote it: warm) and the saved output y, writes dX: 16 kB cold
+    assert b.agrad_s == pytest.approx(memory_seconds(24e3, dev, warm) / 3 + 16e3 / 1e9 + 1e-6 + 5e-6)
+
+
+def test_the_optimizer_pass_streams_at_the_cold_rate():
+    """Parameters and optimizer states were last touched a step ago: the update's bytes stream at the
+    cold rate, so two cold rates a factor 2 apart differ by exactly half the pass's time."""
+    import simtrain as st
+    from simtrain.cost.compute import device_efficiency
+    from simtrain.cost.optimizer import impl_of_config, impl_passes
+    base = st.load_device("host-cpu")
+    model = st.load_model("mlp-mnist")
+    cfg = st.TrainConfig(global_batch_size=8, micro_batch_size=8, optimizer="adamw", precision="fp32",
+                         grad_clipping=False, zero_grad_to_none=True)
+
+    def optimizer_s(rate: float) -> float:
+        eff = device_efficiency(base).model_copy(update={"step_cold_bytes_per_s": rate})
+        dev = base.model_copy(update={"efficiency": eff})
+        return st.estimate(model, st.Cluster.single(dev), cfg).time_breakdown_s["optimizer"]
+
+    moved = 4.0 * model.param_count * impl_passes("adamw", impl_of_config(cfg, base.kind), False)
+    assert optimizer_s(1e8) - optimizer_s(2e8) == pytest.approx(moved / 1e8 - moved / 2e8, rel=1e-6)
+
+
+def test_bench_times_a_cold_and_a_warm_call_of_each_op():
+    pytest.importorskip("torch")
+    from simtrain.calibrate.bench_cold import cold_pairs
+    from simtrain.calibrate.measure import measure
+    m = measure("cpu", grid="tiny", only=["step_state"], collectives=False)
+    pairs = cold_pairs(m.rows)
+    assert set(pairs) == {FIXED_OP, "relu65536"}
+    for cold, warm in pairs.values():
+        assert cold.params["gap_s"] == STEP_GAP_S and cold.repeats == warm.repeats >= 5
+        assert cold.bytes_moved == warm.bytes_moved > 0
+    assert pairs["relu65536"][0].bytes_moved == 8 * 65536  # reads and writes 4 B per element
+    assert set(fit_step_state(m.rows)) <= {"step_call_overhead_s", "step_cold_bytes_per_s"}
