@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from simtrain.calibrate.records import Row
-from simtrain.calibrate.timing import timing_of
+from simtrain.calibrate.timing import _sample_cpu, timing_of
 from simtrain.glossary import DType
 
 if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle through the package
@@ -53,6 +53,8 @@ zoo's run 15–190 ms here), after which the table above has levelled off."""
 FIXED_OP = "mm8x64x64"
 """The call whose extra time is the fixed cost: too little data (18 KB) for the data to matter."""
 _BENCH = "step_state"
+MIN_REPEATS = 5
+"""Cold and warm calls per op at least, whatever the grid's plan: each cold sample costs a gap."""
 
 
 def _filler():
@@ -69,12 +71,6 @@ def _filler():
     return run
 
 
-def _one_call(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def _pair_samples(fn: Callable[[], object], repeats: int, gap_s: float, filler) -> tuple[list[float], list[float]]:
     """(cold, hot) single-call times, alternated: a cold call after ``gap_s`` of filler; a hot call
     right after a call of its own."""
@@ -83,27 +79,27 @@ def _pair_samples(fn: Callable[[], object], repeats: int, gap_s: float, filler) 
         fn()
     for _ in range(repeats):
         filler(gap_s)
-        cold.append(_one_call(fn))
+        cold.append(_sample_cpu(fn, 1))
         fn()
-        hot.append(_one_call(fn))
+        hot.append(_sample_cpu(fn, 1))
     return cold, hot
 
 
 def bench_step_state(b: Bench, grid: Grid) -> list[Row]:
-    """CPU only: per op of ``grid.step_state``, a cold row (``cold`` True) and a hot row (False)."""
+    """CPU only: per op of ``grid.step_state_numel``, a cold row (``cold`` True) and a hot row (False)."""
     import torch
-    if b.device != "cpu" or not grid.step_state:
+    if b.device != "cpu" or not grid.step_state_numel:
         return []
     filler = _filler()
     a, w = torch.randn(8, 64), torch.randn(64, 64)
     rows: list[Row] = []
-    for numel in (0, *grid.step_state):
-        if numel == 0:
-            name, fn, moved = FIXED_OP, (lambda: a @ w), 4.0 * (8 * 64 + 64 * 64 + 8 * 64)
+    repeats = max(grid.plan.repeats, MIN_REPEATS)
+    for numel in (0, *grid.step_state_numel):
+        if numel == 0:  # fp32 reads of a and w, write of the 8 × 64 product
+            name, fn, moved = FIXED_OP, (lambda: a @ w), 4.0 * (a.numel() + w.numel() + a.shape[0] * w.shape[1])
         else:
             x = torch.randn(numel)
             name, fn, moved = f"relu{numel}", (lambda x=x: torch.relu(x)), 8.0 * numel
-        repeats = max(grid.plan.repeats, 5)
         for cold, times in zip((True, False), _pair_samples(fn, repeats, STEP_GAP_S, filler), strict=True):
             t = timing_of(times)
             rows.append(Row(bench=_BENCH, op_class=None, dtype=DType.FP32,

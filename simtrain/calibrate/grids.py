@@ -48,7 +48,7 @@ class Grid:
     """(N, C, H, W, kernel, stride, pad) of the max-pooling bench (forward and backward)."""
     rng_numel: tuple[int, ...] = ()
     """Elements per call of the random-draw bench (calibrate/bench_rng.py; CPU)."""
-    step_state: tuple[int, ...] = ()
+    step_state_numel: tuple[int, ...] = ()
     """fp32 elements of the relu calls timed cold and warm (calibrate/bench_cold.py; CPU), besides
     the tiny matmul that gives the fixed cost: sizes whose streams the cold rate is read from."""
     conv_layout: tuple[tuple[int, ...], ...] = ()
@@ -68,7 +68,7 @@ _TINY = Grid(
     copy_numel=(1 << 12, 1 << 16, 1 << 20, 1 << 22), optimizer=((4, 1 << 14),), h2d_bytes=(1 << 20,),
     collective_bytes=(1 << 12, 1 << 20), collective_world_sizes=(2,), collective_ops=("all_reduce",),
     first_touch_numel=(12 << 20,), maxpool=((2, 16, 16, 16, 2, 2, 0),), rng_numel=(1 << 16,),
-    conv_layout=((2, 64, 28, 28, 64, 1, 1, 1, 0, 1),), step_state=(1 << 16,),
+    conv_layout=((2, 64, 28, 28, 64, 1, 1, 1, 0, 1),), step_state_numel=(1 << 16,),
 )
 
 _QUICK = Grid(
@@ -90,7 +90,7 @@ _QUICK = Grid(
     collective_bytes=(1 << 10, 1 << 14, 1 << 18, 1 << 22), collective_world_sizes=(2,),
     collective_ops=_ALL_COLLECTIVES, first_touch_numel=(12 << 20, 24 << 20),
     maxpool=((8, 64, 32, 32, 2, 2, 0), (8, 64, 56, 56, 3, 2, 1), (16, 128, 16, 16, 2, 2, 0), (8, 32, 8, 8, 2, 2, 0)),
-    rng_numel=(1 << 18, 1 << 20, 1 << 22), step_state=(1 << 18, 1 << 20),
+    rng_numel=(1 << 18, 1 << 20, 1 << 22), step_state_numel=(1 << 18, 1 << 20),
     # ResNet-50's conv2_x 1×1 reduce and 3×3 (He et al. 2016, Table 1); dense only (bench_layout.py)
     conv_layout=((8, 256, 56, 56, 64, 1, 1, 1, 0, 1), (8, 64, 56, 56, 64, 3, 3, 1, 1, 1)),
 )

@@ -342,10 +342,8 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         t_m = _step_memory_seconds(op, phase, act_bytes * traffic, bytes_moved, f, micro_batch, ab, device, eff,
                                    backward_working_set_bytes)
         kernels = _MATERIALISED_KERNELS if sequential else launches
-        if sequential:
-            sec = t_c + t_m + (eff.launch_overhead_s + eff.step_call_overhead_s) * kernels
-        else:  # legs kept apart for the bottleneck
-            sec = max(t_c, t_m) + (eff.launch_overhead_s + eff.step_call_overhead_s) * kernels
+        launch_s = (eff.launch_overhead_s + eff.step_call_overhead_s) * kernels
+        sec = (t_c + t_m if sequential else max(t_c, t_m)) + launch_s  # legs kept apart for the bottleneck
         sec += _fresh_tensor_s(op, phase, f, micro_batch, ab, wb, eff)
         if _dense_conv(op):  # NCHW activations reordered to the kernel's layout and back
             sec += conv_layout_seconds(act_bytes, eff)
