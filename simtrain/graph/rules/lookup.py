@@ -7,7 +7,11 @@ PyTorch keeps the int64 indices (8 B per row, ``fixed_bytes``).
 
 ``cross_entropy`` over ``classes`` logits for ``rows`` rows per sample (``log_softmax`` +
 ``nll_loss``): forward 5 FLOPs per logit (max, −max, exp, Σ, −log Σ) plus one per row (the gather);
-agrad 3 per logit (exp(log p) − one-hot, ×scale). Mixed precision (autocast) runs it in fp32, so
+agrad 3 per logit (exp(log p) − one-hot, ×scale). The backward moves what PyTorch's two backward
+kernels move (ATen ``nll_loss_backward``, ``_log_softmax_backward_data``): the first writes a
+zero-filled logits-sized gradient and scatters one value per row into it; the second reads that
+gradient and the kept log-probabilities and writes the logits' gradient, so two logits-sized writes
+and one logits-sized read besides the log-probabilities (a single fused pass would write one). Mixed precision (autocast) runs it in fp32, so
 the log-softmax output it keeps is fp32 (4 B per logit) whatever the activation dtype, and
 ``nll_loss`` keeps the int64 targets: both are ``fixed_bytes``. The forward also writes the fp32
 per-row losses (4 B per row) before the mean.
@@ -47,7 +51,7 @@ def cross_entropy(*, rows: int, classes: int) -> dict:
     n = r * c
     logp, targets = FP32_BYTES * n, INDEX_BYTES * r
     return dict(
-        op_class=OpClass.REDUCTION, flops=pc(5 * n + r, 3 * n), act_read=pc(n), act_write=pc(0, n),
+        op_class=OpClass.REDUCTION, flops=pc(5 * n + r, 3 * n), act_read=pc(n, n), act_write=pc(0, 2 * n),
         fixed_write_bytes=pc(logp + FP32_BYTES * r), fixed_read_bytes=pc(targets, logp + targets),
         saved=Saved(fixed_bytes=logp + targets), shapes=((r, c),), out_shape=(1,), tp_split="vocab",
         runs_in_low_precision=False, attrs=attrs_of(log_softmax_bytes=logp),
