@@ -36,6 +36,7 @@ _EXPORTS = {
     "Calibration": "simtrain.calibrate.runs", "load_calibration": "simtrain.calibrate.runs",
     "calibrate_classes": "simtrain.calibrate.trace_fit", "load_run_records": "simtrain.calibrate.run_files",
     "compare_ops": "simtrain.calibrate.trace_compare",
+    "time_steps": "simtrain.calibrate.step_timer", "StepTimes": "simtrain.calibrate.step_timer",
     "compare": "simtrain.report.compare",
     "simulate_run": "simtrain.sim.goodput",
     # software stacks

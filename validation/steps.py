@@ -4,8 +4,8 @@ One step is what a training loop does: ``zero_grad(set_to_none=True)``, forward,
 ``optimizer.step()``. The optimizer is the one the prediction assumes (:data:`TORCH_OPTIMIZERS`:
 PyTorch's ``fused=True`` kernels, "fused" in the estimator's sense, on CPU as on CUDA). Timing:
 warm-ups, then ``repeats`` samples of one step each, median (and p10/p90), with the thread count
-the calibration measurements used (:func:`simtrain.calibrate.timing.time_call`: CUDA events on
-GPUs). The model simtrain predicts is captured from a deep copy of the module, so the timed module
+the calibration measurements used, through the helper users time their own loops with
+(``st.time_steps``: synchronised on GPUs; on CPU it also counts the fresh pages each step faults in). The model simtrain predicts is captured from a deep copy of the module, so the timed module
 has never run under the capture's dispatch modes.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 import simtrain as st
-from simtrain.calibrate.timing import Timing, TimingPlan, time_call
+from simtrain.calibrate.step_timer import StepTimes
 from validation.counters import (
     counter_flops,
     hook_saved_bytes,
@@ -64,10 +64,9 @@ def train_step(module, inputs, loss_fn, opt) -> Callable[[], None]:
     return step
 
 
-def time_steps(step: Callable[[], None], device: str, warmup: int, repeats: int) -> Timing:
-    """Median of ``repeats`` single-step samples after ``warmup`` steps."""
-    plan = TimingPlan(warmup=warmup, repeats=repeats, min_sample_s=0.0, max_total_s=float("inf"), max_inner=1)
-    return time_call(step, plan, device)
+def time_steps(step: Callable[[], None], device: str, warmup: int, repeats: int) -> StepTimes:
+    """Median of ``repeats`` single-step samples after ``warmup`` steps (``st.time_steps``)."""
+    return st.time_steps(step, device=device, warmup=warmup, steps=repeats)
 
 
 def train_config(batch: int, optimizer: str, **extra) -> st.TrainConfig:
@@ -87,7 +86,7 @@ class StepResult:
     cases: tuple[Case, ...]
     report: st.StepReport
     model: st.Model
-    timing: Timing
+    timing: StepTimes
     capture_s: float
 
 
@@ -105,13 +104,53 @@ def _saved_case(w: Workload, module, inputs, loss_fn, model, report) -> Case:
                 detail={"op_records_saved_bytes": ops_saved})
 
 
-def _step_case(w: Workload, report, plain, timing: Timing, threads: int) -> Case:
+def charged_first_touch_s(model, device_spec, w: Workload, report) -> float:
+    """Seconds of first-touch page faults the prediction charges (``report`` less the same prediction
+    with ``first_touch_bytes_per_s`` off); 0 where the device has no first-touch rate."""
+    eff = device_spec.efficiency
+    if eff is None or eff.first_touch_bytes_per_s <= 0:
+        return 0.0
+    off = device_spec.model_copy(update={"efficiency": eff.model_copy(update={"first_touch_bytes_per_s": 0.0})})
+    return max(report.step_time_s - predict_step(model, off, w.batch, w.optimizer).step_time_s, 0.0)
+
+
+def _step_case(w: Workload, report, plain, timing: StepTimes, threads: int, first_touch: tuple[float, float]) -> Case:
     top = [(o.name, o.seconds) for o in report.top_ops[:5]]
+    charged_s, rate = first_touch
+    fresh = timing.fresh_bytes
     return Case(w.case, "step_time_unseen" if w.unseen else "step_time", report.step_time_s, timing.median_s,
-                detail={"p10_s": timing.p10_s, "p90_s": timing.p90_s, "repeats": timing.repeats,
+                detail={"p10_s": timing.p10_s, "p90_s": timing.p90_s, "repeats": timing.steps,
                         "threads": threads, "optimizer": w.optimizer,
                         "predicted_plain_calibration_s": plain.step_time_s if plain is not None else None,
-                        "breakdown_s": dict(report.time_breakdown_s), "top_ops_s": top})
+                        "breakdown_s": dict(report.time_breakdown_s), "top_ops_s": top,
+                        "fresh_bytes_per_step": timing.fresh_bytes_per_step,
+                        "fresh_bytes_mean": sum(fresh) / len(fresh) if fresh else None,
+                        "first_touch_charged_s": charged_s, "first_touch_bytes_per_s": rate})
+
+
+def fresh_pages_markdown(cases: list[Case]) -> list[str]:
+    """Fresh pages each measured step faulted in (round 1) against what the prediction charges for
+    them, and what the rest would cost at the calibrated first-touch rate."""
+    rows = [c for c in cases if c.metric in ("step_time", "step_time_unseen")
+            and c.detail.get("fresh_bytes_mean") is not None and c.detail.get("first_touch_bytes_per_s")]
+    if not rows:
+        return []
+    lines = ["Fresh memory pages per step, counted with `getrusage` minor faults during the timed steps "
+             "(`st.time_steps`, round 1), against the first-touch bytes the prediction charges (tensors "
+             "glibc maps fresh every time, ≥ `first_touch_min_bytes`). The rest comes from glibc returning "
+             "the top of its heap to the kernel, which depends on the order of every allocation and is not "
+             "modelled (docs/own-device.md, \"Allocator faults\").", "",
+             "| case | measured MiB / step (median / mean) | charged MiB / step | rest at the first-touch rate | "
+             "step error |", "|---|---:|---:|---:|---:|"]
+    for c in rows:
+        d = c.detail
+        rate = d["first_touch_bytes_per_s"]
+        charged = d["first_touch_charged_s"] * rate
+        rest_s = max(d["fresh_bytes_mean"] - charged, 0.0) / rate
+        lines.append(f"| {c.case} | {d['fresh_bytes_per_step'] / 2**20:.1f} / {d['fresh_bytes_mean'] / 2**20:.1f} "
+                     f"| {charged / 2**20:.1f} | {rest_s * 1e3:.2f} ms ({100 * rest_s / c.measured:.1f} % of the step) "
+                     f"| {100 * (c.predicted / c.measured - 1):+.1f} % |")
+    return lines
 
 
 def _memory_case(w: Workload, step, device: str, report) -> Case | None:
@@ -138,7 +177,9 @@ def validate_workload(w: Workload, device_spec, device: str, warmup: int, repeat
              _saved_case(w, module, inputs, loss_fn, model, report)]
     step = train_step(module, inputs, loss_fn, make_optimizer(w.optimizer, module.parameters(), device))
     timing = time_steps(step, device, warmup, repeats)
-    cases.insert(0, _step_case(w, report, plain, timing, threads))
+    first_touch = (charged_first_touch_s(model, device_spec, w, report),
+                   device_spec.efficiency.first_touch_bytes_per_s if device_spec.efficiency else 0.0)
+    cases.insert(0, _step_case(w, report, plain, timing, threads, first_touch))
     if plain is not None:
         metric = "step_time_plain_unseen" if w.unseen else "step_time_plain"
         cases.insert(1, Case(w.case, metric, plain.step_time_s, timing.median_s,

@@ -211,6 +211,18 @@ def _drift_note(cases: list[Case]) -> str | None:
             f"after the calibration: {ranges} (1.00 = same speed; > 1 slower; not used to correct anything).")
 
 
+def _sections(cases: list[Case], diagnosis: dict | None) -> list[tuple[str, list[str]]]:
+    """The report's sections after the summary, each where its cases exist."""
+    sections = [("Step time by op class", class_markdown(diagnosis))] if diagnosis else []
+    if steps.fresh_pages_markdown(cases):
+        sections.append(("Allocator faults", steps.fresh_pages_markdown(cases)))
+    if run_calibration.run_section(cases):
+        sections.append(("Measured runs as calibration input", run_calibration.run_section(cases)))
+    if any(c.metric == "ddp_step" for c in cases):
+        sections.append(("DDP step: where the time goes", ddp.attribution_markdown(cases)))
+    return sections
+
+
 def rerender(json_path: Path) -> dict[str, Path]:
     """Rewrite ``<machine>.md`` and ``.png`` from a report JSON (the drift note recomputed)."""
     from validation.report import load_cases, write_markdown, write_plot
@@ -219,12 +231,7 @@ def rerender(json_path: Path) -> dict[str, Path]:
     notes = [n for n in meta.get("notes", []) if not n.startswith(_DRIFT_PREFIX)]
     note = _drift_note(cases)
     notes.insert(1, note) if note else None
-    sections = [("Step time by op class", class_markdown(meta["diagnosis_by_class"]))] if meta.get(
-        "diagnosis_by_class") else []
-    if run_calibration.run_section(cases):
-        sections.append(("Measured runs as calibration input", run_calibration.run_section(cases)))
-    if any(c.metric == "ddp_step" for c in cases):
-        sections.append(("DDP step: where the time goes", ddp.attribution_markdown(cases)))
+    sections = _sections(cases, meta.get("diagnosis_by_class"))
     slug = meta["machine_slug"]
     return {"md": write_markdown(json_path.with_suffix(".md"), cases, meta, notes, TARGETS, sections),
             "png": write_plot(json_path.with_suffix(".png"), cases, f"simtrain validation — {slug}")}
@@ -303,11 +310,7 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = _log_default) -> Su
     meta = _meta(cfg, cal, cal1, time.perf_counter() - start, (load0, _loadavg()))
     meta["diagnosis_by_class"] = diag
     meta["loader_handoff_s"] = handoff
-    sections = [("Step time by op class", class_markdown(diag))] if diag else []
-    if run_calibration.run_section(cases):
-        sections.append(("Measured runs as calibration input", run_calibration.run_section(cases)))
-    if any(c.metric == "ddp_step" for c in cases):
-        sections.append(("DDP step: where the time goes", ddp.attribution_markdown(cases)))
+    sections = _sections(cases, diag)
     notes = _notes(cfg, cases, cal) + [
         "DataLoader hand-off per batch with a zero-cost transform and no compute (not in the closed form): "
         + ", ".join(f"{w} worker{'s' if w > 1 else ''} {t * 1e3:.2f} ms" for w, t in handoff.items()) + "."]

@@ -1,0 +1,97 @@
+"""st.time_steps: warm-up untimed, one sample per step, fresh pages counted on CPU, a RunRecord out."""
+
+import sys
+import time
+
+import pytest
+
+import simtrain as st
+from simtrain.calibrate.step_timer import StepTimes, time_steps
+from simtrain.errors import SpecError
+
+
+def test_warmup_runs_untimed_and_each_step_is_one_sample():
+    calls = []
+
+    def step():
+        calls.append(time.perf_counter())
+        time.sleep(0.002)
+
+    t = time_steps(step, warmup=2, steps=5)
+    assert len(calls) == 7 and t.steps == 5 and t.warmup == 2 and len(t.samples_s) == 5
+    # each sample holds one 2 ms sleep: never less; a noisy 2-core machine stays far under a second
+    assert all(0.002 <= s < 1.0 for s in t.samples_s)
+    assert t.p10_s <= t.median_s <= t.p90_s and t.ci_low_s <= t.median_s <= t.ci_high_s
+    assert t.peak_memory_bytes is None  # no counter on CPU
+
+
+def _thp_mode() -> str:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mmap threshold is a Linux fact")
+def test_a_fresh_64_mib_tensor_per_step_faults_its_pages():
+    torch = pytest.importorskip("torch")
+    nbytes = 64 * 2**20  # above glibc's largest mmap threshold (32 MiB): mapped fresh every call
+
+    def fresh():
+        torch.ones(nbytes // 4)
+
+    keep = torch.empty(nbytes // 4)
+
+    def reused():
+        keep.fill_(1.0)
+
+    t_fresh, t_reused = time_steps(fresh, steps=3), time_steps(reused, steps=3)
+    # every 4 KiB page of the new tensor faults once; where huge pages back every anonymous map one
+    # fault maps 2 MiB, and the count only has to be above the reused buffer's
+    if "[always]" in _thp_mode():
+        assert t_fresh.fresh_bytes_per_step > t_reused.fresh_bytes_per_step
+    else:
+        assert t_fresh.fresh_bytes_per_step >= 0.9 * nbytes
+    assert t_reused.fresh_bytes_per_step < 0.1 * nbytes
+    assert len(t_fresh.fresh_bytes) == 3
+
+
+def test_record_is_a_run_record_of_the_median():
+    t = StepTimes(median_s=0.02, p10_s=0.019, p90_s=0.03, ci_low_s=0.019, ci_high_s=0.021,
+                  samples_s=(0.019, 0.02, 0.03), warmup=1, device="cpu")
+    cluster = st.Cluster.single(st.load_device("host-cpu"))
+    cfg = st.TrainConfig(global_batch_size=8, micro_batch_size=8)
+    rec = t.record(st.load_model("mlp-mnist"), cluster, cfg, name="mine")
+    assert isinstance(rec, st.RunRecord) and rec.step_time_s == 0.02 and rec.name == "mine"
+    assert rec.peak_memory_bytes is None
+    assert "3 steps after 1 warm-up on cpu: median 20.000 ms" in t.summary()
+    assert t.fresh_bytes_per_step is None
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"step": 3}, "step"), ({"device": "tpu"}, "device"), ({"warmup": -1}, "warmup"), ({"steps": 0}, "steps"),
+    ({"steps": True}, "steps"), ({"warmup": 1.5}, "warmup"),
+])
+def test_bad_arguments_name_the_field(kwargs, field):
+    args = {"step": lambda: None, **kwargs}
+    with pytest.raises(SpecError) as err:
+        time_steps(**args)
+    assert err.value.fields == [field]
+
+
+def test_front_door():
+    assert st.time_steps is time_steps and st.StepTimes is StepTimes
+
+
+def test_validation_report_attributes_the_unmodelled_faults():
+    from validation.report import Case
+    from validation.steps import fresh_pages_markdown
+    # 48 MiB faulted a step on average, 16 MiB of them charged; the other 32 MiB at 4 GiB/s = 7.81 ms
+    # of a 100 ms step
+    detail = {"fresh_bytes_per_step": 40 * 2**20, "fresh_bytes_mean": 48 * 2**20,
+              "first_touch_charged_s": 16 * 2**20 / 2**32, "first_touch_bytes_per_s": 2.0**32}
+    lines = fresh_pages_markdown([Case("m/medium b8", "step_time", 0.09, 0.1, detail=detail),
+                                  Case("m/medium b8", "flops", 1.0, 1.0)])
+    assert lines[-1] == "| m/medium b8 | 40.0 / 48.0 | 16.0 | 7.81 ms (7.8 % of the step) | -10.0 % |"
+    assert fresh_pages_markdown([Case("x", "step_time", 1.0, 1.0, detail={"fresh_bytes_mean": None})]) == []
