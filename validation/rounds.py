@@ -11,6 +11,10 @@ and compares the calibration fitted to the median of the R passes (``robust.merg
 step's median over the R rounds: both sides see the same mix of machine states. Round 1 is the suite's
 usual single-device run (FLOPs, saved bytes and the per-class diagnosis come from it); later rounds
 only re-time. The per-round step times are kept in each case's ``detail.rounds_s``.
+
+DDP the same way (:func:`ddp_rounds`): R times a 1-thread calibration pass (with the gloo
+collectives the link is fitted from) then the DDP timings, compared as the merged calibration
+against each timing's median over the R rounds (per-round times in ``detail.rounds_s``).
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ from simtrain.calibrate.records import Measurements
 from simtrain.calibrate.robust import merge_passes
 from validation import steps
 from validation.calibration import Calibrated, refined
+from validation.ddp import DdpTimes
 from validation.report import Case
 from validation.run_calibration import MeasuredRun
 from validation.workloads import unseen_workloads, workloads
 
-__all__ = ["round_path", "more_rounds"]
+__all__ = ["round_path", "more_rounds", "ddp_rounds", "median_times"]
 
 _STEP_METRICS = {"step_time": "step_time_plain", "step_time_unseen": "step_time_plain_unseen"}
 
@@ -43,13 +48,13 @@ def round_path(path: Path | None, k: int) -> Path | None:
     return None if path is None else path.with_name(f"{path.stem}.round{k}.json")
 
 
-def _pass(cal: Calibrated, k: int, log) -> Measurements:
+def _pass(cal: Calibrated, k: int, log, collectives: bool = False) -> Measurements:
     path = round_path(cal.path, k)
     if path is not None and path.exists():
         return Measurements.load(path)
     m0 = cal.measurements
-    m = measure(m0.machine.device, grid=m0.settings.get("grid"), threads=m0.machine.threads, collectives=False,
-                log=lambda s: log(f"  {s}"))
+    m = measure(m0.machine.device, grid=m0.settings.get("grid"), threads=m0.machine.threads,
+                collectives=collectives, log=lambda s: log(f"  {s}"))
     if path is not None:
         m.save(path)
     return m
@@ -110,3 +115,30 @@ def more_rounds(cfg, cal: Calibrated, cases: list[Case], runs: list[MeasuredRun]
                 f"{c.measured * 1e3:9.2f} ms  ({c.error_pct:+.1f} %)  rounds "
                 + " ".join(f"{t * 1e3:.1f}" for t in c.detail["rounds_s"]))
     return merged, out_cases, new_runs
+
+
+def median_times(rounds: list[DdpTimes]) -> DdpTimes:
+    """Each timing of one DDP job as its median over the rounds (sizes and batch from the first)."""
+    first = rounds[0]
+    med = {f: statistics.median(getattr(t, f) for t in rounds)
+           for f in ("overlap_s", "no_overlap_s", "allreduce_s", "alone_s", "concurrent_s")}
+    return replace(first, **med)
+
+
+def ddp_rounds(cfg, cal1: Calibrated, first: list[DdpTimes], log: Callable[[str], None],
+               passes: bool = True) -> tuple[Calibrated, list[DdpTimes], list[list[DdpTimes]]]:
+    """Rounds 2..``cfg.rounds`` of the DDP part (module docstring): the merged 1-thread calibration
+    (``cal1`` itself when ``passes`` is False: it is the main calibration, merged already), each job's
+    median timings, and each job's timings per round."""
+    from validation import ddp
+    calibrations, per_job = ([cal1.measurements] if passes else []), [[t] for t in first]
+    for k in range(2, cfg.rounds + 1):
+        t0 = time.perf_counter()
+        if passes:
+            log(f"DDP round {k} of {cfg.rounds}: 1-thread calibration pass")
+            calibrations.append(_pass(cal1, k, log, collectives=True))
+        for job, t in zip(per_job, ddp.measure_ddp(list(cfg.ddp_jobs), cfg.warmup, cfg.ddp_repeats), strict=True):
+            job.append(t)
+        log(f"DDP round {k}: re-timed [{time.perf_counter() - t0:.0f} s]")
+    merged = refined(_merged(cal1, calibrations), log) if passes else cal1
+    return merged, [median_times(job) for job in per_job], per_job

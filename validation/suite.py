@@ -174,25 +174,39 @@ def _run_cases(runs, cal: Calibrated, log) -> list[Case]:
     return got
 
 
-def _ddp(cfg: SuiteConfig, cal1: Calibrated, log) -> list[Case]:
+def _timing_of(case: Case, t) -> float:
+    """The timing of one round's DdpTimes a DDP case compares with."""
+    if case.metric == "allreduce":
+        return t.allreduce_s
+    return t.no_overlap_s if case.case.endswith("no_overlap") else t.overlap_s
+
+
+def _ddp(cfg: SuiteConfig, cal1: Calibrated, log, own_passes: bool) -> tuple[Calibrated, list[Case]]:
+    """DDP cases over ``cfg.rounds`` rounds (validation/rounds.py ``ddp_rounds``), predicted from the
+    1-thread calibration merged over them (``own_passes``: ``cal1`` is its own 1-thread calibration,
+    not the main one, and takes a pass per round). Returns that calibration and the cases."""
     import simtrain as st
     log(f"DDP (gloo, {ddp.WORLD} processes × 1 thread): {', '.join(n for n, _, _ in cfg.ddp_jobs)}")
     times = ddp.measure_ddp(list(cfg.ddp_jobs), cfg.warmup, cfg.ddp_repeats)
+    per_round = [[t] for t in times]
+    if cfg.rounds > 1:
+        cal1, times, per_round = rounds.ddp_rounds(cfg, cal1, times, log, passes=own_passes)
     cluster = ddp.dp_cluster(cal1.step_device, profile_link(cal1.device, "gloo"), os.cpu_count() or 1)
     cases = []
     saved_threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        for (name, size, batch), t in zip(cfg.ddp_jobs, times, strict=True):
+        for (name, size, batch), t, job in zip(cfg.ddp_jobs, times, per_round, strict=True):
             w = workloads(size, (name,))[0]
             module, inputs, loss_fn = w.build("cpu", seed=0, batch=batch)
             model = st.Model.from_torch(module, inputs, loss_fn, name=name)
-            got = ddp.ddp_cases(w, model, cluster, t)
+            got = [replace(c, detail=dict(c.detail, rounds_s=[_timing_of(c, r) for r in job]))
+                   for c in ddp.ddp_cases(w, model, cluster, t)]
             cases += got
             log("  " + "; ".join(f"{c.case.split(' ', 2)[-1]} {c.error_pct:+.1f} %" for c in got))
     finally:
         torch.set_num_threads(saved_threads)
-    return cases
+    return cal1, cases
 
 
 _DRIFT_PREFIX = "machine-speed sentinel"
@@ -257,7 +271,10 @@ def _notes(cfg: SuiteConfig, cases: list[Case], cal: Calibrated) -> list[str]:
     if cfg.device == "cpu":
         notes.append("peak_memory is not compared on CPU (torch.cuda.max_memory_allocated exists only on GPUs).")
         notes.append("DDP: gloo over loopback, 2 processes × 1 thread on this machine's cores; predicted "
-                     "from a 1-thread calibration and the calibrated gloo link on a plain switch fabric.")
+                     "from a 1-thread calibration and the calibrated gloo link on a plain switch fabric"
+                     + (f"; {cfg.rounds} rounds of a 1-thread calibration pass and the DDP timings, the "
+                        "calibration merged over them and each timing's median compared (per-round times in "
+                        "detail.rounds_s)." if cfg.rounds > 1 else "."))
     else:
         notes.append("DDP is not run on CUDA by this suite (one GPU per machine here; NCCL needs two).")
     if any(c.detail.get("grouped_conv_excess") for c in cases if c.metric == "flops"):
@@ -301,8 +318,9 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = _log_default) -> Su
     cases += _run_cases(runs, cal, log)
     cal1 = _ddp_calibration(cfg, cal, log)
     if cal1 is not None:
-        cal1 = cal if cal1.measurements is cal.measurements else refined(cal1, log)
-        cases += _ddp(cfg, cal1, log)
+        own = cal1.measurements is not cal.measurements
+        cal1, got = _ddp(cfg, refined(cal1, log) if own else cal, log, own)
+        cases += got
     log(f"DataLoader: {len(cfg.loader_cases)} settings × {cfg.loader_batches} batches")
     cases += pipeline.pipeline_cases(cfg.loader_batches, cfg.loader_cases)
     handoff = {w: pipeline.handoff_s(w, cfg.loader_batches) for w in (1, 2)}

@@ -1,0 +1,50 @@
+"""DDP over rounds (validation/rounds.py ``ddp_rounds``): each job's timings re-measured per round and
+compared as medians; the per-round times kept on the cases."""
+
+from dataclasses import dataclass
+
+import pytest
+
+pytest.importorskip("torch")
+
+from validation import ddp, rounds  # noqa: E402
+from validation.ddp import DdpTimes  # noqa: E402
+from validation.report import Case  # noqa: E402
+from validation.suite import _timing_of  # noqa: E402
+
+
+def _t(k: float) -> DdpTimes:
+    return DdpTimes(overlap_s=0.030 * k, no_overlap_s=0.040 * k, allreduce_s=0.010 * k, grad_bytes=4096,
+                    per_rank_batch=8, alone_s=0.020 * k, concurrent_s=0.022 * k)
+
+
+def test_median_times_is_fieldwise():
+    m = rounds.median_times([_t(1.0), _t(3.0), _t(1.5)])
+    assert (m.overlap_s, m.no_overlap_s, m.allreduce_s) == pytest.approx((0.045, 0.060, 0.015))
+    assert (m.alone_s, m.concurrent_s, m.grad_bytes, m.per_rank_batch) == pytest.approx((0.030, 0.033, 4096, 8))
+
+
+@dataclass(frozen=True)
+class _Cfg:
+    rounds: int = 3
+    ddp_jobs: tuple = (("mlp", "small", 8), ("gpt", "small", 4))
+    warmup: int = 1
+    ddp_repeats: int = 2
+
+
+def test_ddp_rounds_re_times_every_job_each_round(monkeypatch):
+    calls = iter([[_t(2.0), _t(10.0)], [_t(1.2), _t(30.0)]])  # rounds 2 and 3, two jobs each
+    monkeypatch.setattr(ddp, "measure_ddp", lambda jobs, warmup, repeats: next(calls))
+    cal = object()  # its own passes are off: returned as it is
+    merged, medians, per_job = rounds.ddp_rounds(_Cfg(), cal, [_t(1.0), _t(20.0)], lambda _m: None, passes=False)
+    assert merged is cal
+    assert [len(j) for j in per_job] == [3, 3]
+    assert [t.overlap_s for t in per_job[1]] == pytest.approx([0.6, 0.3, 0.9])
+    assert medians[0].overlap_s == pytest.approx(0.036) and medians[1].overlap_s == pytest.approx(0.6)
+
+
+def test_each_ddp_case_keeps_the_timing_it_compares_with():
+    t = _t(1.0)
+    assert _timing_of(Case("mlp/small dp2 b8 overlap", "ddp_step", 1.0, 1.0), t) == 0.030
+    assert _timing_of(Case("mlp/small dp2 b8 no_overlap", "ddp_step", 1.0, 1.0), t) == 0.040
+    assert _timing_of(Case("mlp/small dp2 allreduce 0.0 MiB", "allreduce", 1.0, 1.0), t) == 0.010
