@@ -31,9 +31,8 @@ from simtrain.calibrate.fit import fit
 from simtrain.calibrate.measure import measure
 from simtrain.calibrate.records import Measurements
 from simtrain.calibrate.robust import merge_passes
-from validation import steps
+from validation import ddp, steps
 from validation.calibration import Calibrated, refined
-from validation.ddp import DdpTimes
 from validation.report import Case
 from validation.run_calibration import MeasuredRun
 from validation.workloads import unseen_workloads, workloads
@@ -117,7 +116,7 @@ def more_rounds(cfg, cal: Calibrated, cases: list[Case], runs: list[MeasuredRun]
     return merged, out_cases, new_runs
 
 
-def median_times(rounds: list[DdpTimes]) -> DdpTimes:
+def median_times(rounds: list[ddp.DdpTimes]) -> ddp.DdpTimes:
     """Each timing of one DDP job as its median over the rounds (sizes and batch from the first)."""
     first = rounds[0]
     med = {f: statistics.median(getattr(t, f) for t in rounds)
@@ -125,12 +124,11 @@ def median_times(rounds: list[DdpTimes]) -> DdpTimes:
     return replace(first, **med)
 
 
-def ddp_rounds(cfg, cal1: Calibrated, first: list[DdpTimes], log: Callable[[str], None],
-               passes: bool = True) -> tuple[Calibrated, list[DdpTimes], list[list[DdpTimes]]]:
+def ddp_rounds(cfg, cal1: Calibrated, first: list[ddp.DdpTimes], log: Callable[[str], None],
+               passes: bool = True) -> tuple[Calibrated, list[ddp.DdpTimes], list[list[ddp.DdpTimes]]]:
     """Rounds 2..``cfg.rounds`` of the DDP part (module docstring): the merged 1-thread calibration
     (``cal1`` itself when ``passes`` is False: it is the main calibration, merged already), each job's
     median timings, and each job's timings per round."""
-    from validation import ddp
     calibrations, per_job = ([cal1.measurements] if passes else []), [[t] for t in first]
     for k in range(2, cfg.rounds + 1):
         t0 = time.perf_counter()

@@ -5,7 +5,8 @@ One step is what a training loop does: ``zero_grad(set_to_none=True)``, forward,
 PyTorch's ``fused=True`` kernels, "fused" in the estimator's sense, on CPU as on CUDA). Timing:
 warm-ups, then ``repeats`` samples of one step each, median (and p10/p90), with the thread count
 the calibration measurements used, through the helper users time their own loops with
-(``st.time_steps``: synchronised on GPUs; on CPU it also counts the fresh pages each step faults in). The model simtrain predicts is captured from a deep copy of the module, so the timed module
+(``st.time_steps``: synchronised on GPUs; on CPU it also counts the fresh pages each step faults
+in). The model simtrain predicts is captured from a deep copy of the module, so the timed module
 has never run under the capture's dispatch modes.
 """
 
