@@ -228,10 +228,10 @@ def _drift_note(cases: list[Case]) -> str | None:
 def _sections(cases: list[Case], diagnosis: dict | None) -> list[tuple[str, list[str]]]:
     """The report's sections after the summary, each where its cases exist."""
     sections = [("Step time by op class", class_markdown(diagnosis))] if diagnosis else []
-    if steps.fresh_pages_markdown(cases):
-        sections.append(("Allocator faults", steps.fresh_pages_markdown(cases)))
-    if run_calibration.run_section(cases):
-        sections.append(("Measured runs as calibration input", run_calibration.run_section(cases)))
+    if faults := steps.fresh_pages_markdown(cases):
+        sections.append(("Allocator faults", faults))
+    if runs := run_calibration.run_section(cases):
+        sections.append(("Measured runs as calibration input", runs))
     if any(c.metric == "ddp_step" for c in cases):
         sections.append(("DDP step: where the time goes", ddp.attribution_markdown(cases)))
     return sections
