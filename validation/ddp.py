@@ -4,8 +4,9 @@ machine, versus simtrain's dp = 2 prediction.
 Measured, per model (rank 0's medians; every sample starts at a barrier so both ranks start together):
 
 * ``overlap``   — DDP as shipped: gradients all-reduced in buckets (25 MiB) while backward runs;
-* ``no_overlap`` — ``ddp.no_sync()`` for forward + backward, then one all-reduce of the flattened
-  gradients (÷ world size) and the optimizer step: communication strictly after backward;
+* ``no_overlap`` — ``ddp.no_sync()`` for forward + backward, then one all-reduce of the gradients
+  copied (÷ world size) into a flat buffer kept from step to step, copied back, and the optimizer
+  step: communication strictly after backward, with DDP's own gradient copies (``_FlatSync``);
 * ``allreduce`` — that all-reduce alone (after a barrier), the number the prediction's dp collective
   is compared with;
 * for attributing the step error (reported in each case's detail): rank 0's local step alone (no
@@ -74,18 +75,32 @@ def _timed(fn, warmup: int, repeats: int) -> float:
     return _median(samples)
 
 
-def _manual_sync(params, world: int):
-    """All-reduce of every gradient as one flat buffer (averaged), copied back into ``.grad``."""
-    import torch
-    import torch.distributed as dist
-    from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
-    grads = [p.grad for p in params if p.grad is not None]
-    flat = _flatten_dense_tensors(grads)
-    dist.all_reduce(flat)
-    flat.div_(world)
-    with torch.no_grad():
-        for g, synced in zip(grads, _unflatten_dense_tensors(flat, grads), strict=True):
-            g.copy_(synced)
+class _FlatSync:
+    """The no-overlap gradient sync done as DDP's reducer does it, after the backward: one flat
+    buffer allocated once; each gradient copied into it scaled by 1/world (``aten::mul`` into its
+    view), one all-reduce, each copied back (``aten::copy_``) — the same four gradient passes as the
+    overlapped DDP step (``Stack.dp_grad_copy_passes``), none of them into fresh memory. (Flattening
+    into a new buffer every step, as this harness did through run 16, faulted its pages in each time:
+    ``aten::cat`` took 6.2 ms a step for the MLP's 11 MiB, a cost of the harness, not of DDP.)"""
+
+    def __init__(self, params, world: int):
+        import torch
+        self.params, self.scale = params, 1.0 / world
+        self.flat = torch.zeros(sum(p.numel() for p in params))
+        self.views, start = [], 0
+        for p in params:
+            self.views.append(self.flat[start:start + p.numel()].view_as(p))
+            start += p.numel()
+
+    def __call__(self) -> None:
+        import torch
+        import torch.distributed as dist
+        with torch.no_grad():
+            for p, view in zip(self.params, self.views, strict=True):
+                torch.mul(p.grad, self.scale, out=view)
+            dist.all_reduce(self.flat)
+            for p, view in zip(self.params, self.views, strict=True):
+                p.grad.copy_(view)
 
 
 def _one_model(name: str, size: str, per_rank_batch: int, rank: int, warmup: int, repeats: int) -> DdpTimes:
@@ -115,11 +130,13 @@ def _one_model(name: str, size: str, per_rank_batch: int, rank: int, warmup: int
         loss_fn(ddp(*inputs)).backward()
         opt.step()
 
+    sync = _FlatSync(params, WORLD)
+
     def sequential() -> None:
         opt.zero_grad(set_to_none=True)
         with ddp.no_sync():
             loss_fn(ddp(*inputs)).backward()
-        _manual_sync(params, WORLD)
+        sync()
         opt.step()
     t_overlap = _timed(overlapped, warmup, repeats)
     t_seq = _timed(sequential, warmup, repeats)
@@ -213,12 +230,16 @@ def dp_cluster(device, link, cores: int) -> Cluster:
 
 def gloo_stack(cluster: Cluster) -> Stack:
     """The reference stack with the collectives' share of the ranks' cores: ``WORLD`` ranks of
-    ``THREADS_PER_RANK`` compute threads on the host's cores (``cpu_comm_compute_slowdown``)."""
+    ``THREADS_PER_RANK`` compute threads on the host's cores (``cpu_comm_compute_slowdown``), and
+    DDP's copies of the gradients into and out of its buckets (the ``ddp`` preset's
+    ``dp_grad_copy_passes``)."""
     cores = cluster.node.host.cpu_cores.value
     slow = cpu_comm_compute_slowdown(cores, WORLD, THREADS_PER_RANK)
+    copies = load_stack("ddp").dp_grad_copy_passes  # torch DDP's bucket copies (gradient_as_bucket_view=False)
     return load_stack("reference").model_copy(update={
-        "name": "reference-gloo-cpu", "comm_compute_slowdown": slow,
-        "source": f"reference; comm_compute_slowdown: {WORLD} ranks x {THREADS_PER_RANK} threads on {cores} cores"})
+        "name": "reference-gloo-cpu", "comm_compute_slowdown": slow, "dp_grad_copy_passes": copies,
+        "source": f"reference; comm_compute_slowdown: {WORLD} ranks x {THREADS_PER_RANK} threads on {cores} cores; "
+                  f"dp_grad_copy_passes from the ddp preset"})
 
 
 def predict_ddp(model, cluster: Cluster, per_rank_batch: int, optimizer: str, overlap: bool,

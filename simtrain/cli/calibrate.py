@@ -167,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
     cal = fit(m, args.base)
     cal.save_profile(args.out)
     print(f"profile: {args.out}  device {cal.device.name}  key {cal.key[:16]}")
+    if not cal.fit_info.get("success", True):
+        print(f"calibrate: the compute fit stopped at its iteration cap ({cal.fit_info.get('nfev')} iterations) "
+              "before converging; check the residuals below, or measure again", file=sys.stderr)
     if args.residuals is not None:
         args.residuals.parent.mkdir(parents=True, exist_ok=True)
         args.residuals.write_text(dumps([r.to_dict() for r in cal.residuals], indent=1) + "\n")

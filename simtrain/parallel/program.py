@@ -285,6 +285,15 @@ def _param_memory_uncached(model: Model, blocks, items, cfg: TrainConfig, lay: L
                         accumulating=lay.micro_batches > 1, grad_fp32_buffer=stack_of(cfg).grad_fp32_buffer)
 
 
+def _dp_grad_copy_bytes(trainable: float, cfg: TrainConfig, lay: Layout, grad_pass: float) -> float:
+    """Bytes the data-parallel wrapper moves copying the (unsharded) gradients in and out of its
+    flat buffers (``Stack.dp_grad_copy_passes``; DDP's reducer copies each gradient into its bucket
+    and back), when the gradients are reduced over dp · cp > 1 ranks."""
+    if lay.dp * lay.cp == 1:
+        return 0.0
+    return stack_of(cfg).dp_grad_copy_passes * grad_pass * 4.0 * trainable
+
+
 def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, reg: Regime,
                        coster: _OpCoster) -> float:
     """Memory-bound update of this rank's (ZeRO-sharded) trainable parameters."""
@@ -300,7 +309,7 @@ def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, r
         passes += 3 * grad_pass  # global-norm clipping: read for the norm, read + write to scale
     if not cfg.zero_grad_to_none:
         passes += grad_pass  # zero the gradient buffer for the next step
-    moved = passes * 4.0 * shard
+    moved = passes * 4.0 * shard + _dp_grad_copy_bytes(trainable, cfg, lay, grad_pass)
     cold = coster.eff.step_cold_bytes_per_s  # parameters and states were last touched a step ago
     seconds = moved / cold if cold > 0 else memory_seconds(moved, coster.device, coster.eff)
     tensors = sum(n for op, n, _, _ in items if op.param_count) * 2  # weight + bias per parameterised op

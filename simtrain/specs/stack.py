@@ -92,6 +92,14 @@ class Stack(Spec):
     grad_fp32_buffer: bool = False
     """The framework keeps a separate fp32 gradient buffer besides the 16-bit gradients
     (Megatron's main_grad with the distributed optimizer: +4 bytes/parameter before sharding)."""
+    dp_grad_copy_passes: Annotated[float, Field(ge=0, le=16)] = 0.0
+    """Gradient-sized reads and writes the data-parallel wrapper adds per step beside its collective,
+    when the gradients are reduced over more than one rank (one pass = reading or writing every
+    gradient once). PyTorch DDP (``gradient_as_bucket_view=False``, its default): 4 — each gradient
+    is copied into its bucket with the 1/world scaling fused (read + write) and back after the
+    all-reduce (read + write); with ``gradient_as_bucket_view=True`` only the in-place scaling is
+    left: 2. Charged at the step's cold-memory rate with the optimizer step (compute-thread work no
+    collective hides). 0 = not modelled."""
     allocator_reserve_fraction: Annotated[float, Field(ge=0, le=1)] = 0.0
     """Caching-allocator reserve over the allocated peak (fragmentation, block rounding):
     reserved = allocated · (1 + this) + workspace_bytes."""
