@@ -57,7 +57,14 @@ class Calibrated:
                 "mape_pct": cal.mape_by_group(), "fit": dict(cal.fit_info),
                 "step_device": getattr(self.step_device, "name", None),
                 "step_overhead": self.overhead.to_dict() if self.overhead else None,
-                "sentinel": self.sentinel}
+                "sentinel": self.sentinel, **self.passes_contention()}
+
+    def passes_contention(self) -> dict:
+        """CPU steal and other processes' share of the cores during each calibration pass, in order
+        (one pass unless rounds merged several: ``rounds._merged``)."""
+        s = self.measurements.settings
+        return {"passes_steal_fraction": s.get("passes_steal_fraction", [s.get("steal_fraction")]),
+                "passes_other_cpu_fraction": s.get("passes_other_cpu_fraction", [s.get("other_cpu_fraction")])}
 
 
 def one_thread_path(path: Path) -> Path:
@@ -66,9 +73,10 @@ def one_thread_path(path: Path) -> Path:
 
 def calibrated(device: str, grid: str, threads: int, path: Path | None,
                log: Callable[[str], None] = lambda _m: None, refine: bool = True,
-               quiet_wait_s: float = 0.0) -> Calibrated:
-    """Load ``path`` if it exists, else measure (``grid``, ``threads``) and save to ``path``; then fit;
-    then (``refine``) measure the in-step per-op cost at the measurements' thread count."""
+               quiet_wait_s: float = 0.0, colocated: int = 1) -> Calibrated:
+    """Load ``path`` if it exists, else measure (``grid``, ``threads``, ``colocated`` ranks sharing the
+    host: ``st.measure``) and save to ``path``; then fit; then (``refine``) measure the in-step per-op
+    cost at the measurements' thread count."""
     start = time.perf_counter()
     if path is not None and Path(path).exists():
         m, loaded = Measurements.load(path), True
@@ -76,8 +84,11 @@ def calibrated(device: str, grid: str, threads: int, path: Path | None,
     else:
         from validation.sentinel import wait_for_quiet
         waited = wait_for_quiet(quiet_wait_s) if quiet_wait_s > 0 else 0.0
-        log(f"measuring {device} ({grid} grid, {threads} threads; waited {waited:.0f} s for a quiet machine)")
-        m, loaded = measure(device, grid=grid, threads=threads, out=path, log=lambda s: log(f"  {s}")), False
+        log(f"measuring {device} ({grid} grid, {threads} threads"
+            + (f", {colocated} ranks on the host" if colocated > 1 else "")
+            + f"; waited {waited:.0f} s for a quiet machine)")
+        m, loaded = measure(device, grid=grid, threads=threads, out=path, log=lambda s: log(f"  {s}"),
+                            colocated=colocated), False
     cal = fit(m)
     out = Calibrated(m, cal, Path(path) if path else None, loaded, time.perf_counter() - start, None, cal.device)
     return refined(out, log) if refine else out

@@ -14,7 +14,9 @@ Measured, per model (rank 0's medians; every sample starts at a barrier so both 
   what two processes sharing one CPU's cores, caches and memory bandwidth cost, which a cluster of
   independent devices does not have.
 
-Predicted: ``st.estimate`` on a one-node cluster of two calibrated 1-thread devices joined by the
+Predicted: ``st.estimate`` on a one-node cluster of two calibrated 1-thread devices (measured with a
+neighbour process running the same benches on the other core, ``st.measure(colocated=2)``: what a
+rank's core delivers while the other rank computes) joined by the
 calibrated gloo link (:func:`simtrain.calibrate.fit.profile_link`) on a plain switch fabric, with
 ``TrainConfig(dp=2, dp_overlap=True | False, dp_bucket_bytes=BUCKET_BYTES)``; the per-rank micro-batch
 is the per-process batch. Buckets are 2 MiB on both sides (``DDP(bucket_cap_mb=2)``) so the models'
@@ -34,7 +36,7 @@ from simtrain.specs.hardware import Cluster, Fabric, Host, Network, Node
 from simtrain.specs.stack import Stack, cpu_comm_compute_slowdown, load_stack
 from validation.report import Case
 
-__all__ = ["DdpTimes", "measure_ddp", "dp_cluster", "gloo_stack", "predict_ddp", "ddp_cases", "attribution_markdown", "WORLD",
+__all__ = ["DdpTimes", "measure_ddp", "colocated_ranks", "dp_cluster", "gloo_stack", "predict_ddp", "ddp_cases", "attribution_markdown", "WORLD",
            "BUCKET_BYTES"]
 
 WORLD = 2
@@ -215,6 +217,12 @@ def measure_ddp(jobs: list[tuple[str, str, int]], warmup: int, repeats: int) -> 
     # in gloo's teardown (seen once as SIGABRT under a loaded test run) has lost nothing; one that died
     # earlier made _collect raise.
     return results
+
+
+def colocated_ranks() -> int:
+    """Ranks sharing this host's cores while the DDP step runs: ``WORLD``, at most one per core."""
+    import os
+    return max(1, min(WORLD, (os.cpu_count() or 1) // THREADS_PER_RANK))
 
 
 def dp_cluster(device, link, cores: int) -> Cluster:

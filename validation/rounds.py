@@ -37,7 +37,7 @@ from validation.report import Case
 from validation.run_calibration import MeasuredRun
 from validation.workloads import unseen_workloads, workloads
 
-__all__ = ["round_path", "more_rounds", "ddp_rounds", "median_times"]
+__all__ = ["round_path", "more_rounds", "ddp_rounds", "median_times", "contention_markdown"]
 
 _STEP_METRICS = {"step_time": "step_time_plain", "step_time_unseen": "step_time_plain_unseen"}
 
@@ -53,7 +53,7 @@ def _pass(cal: Calibrated, k: int, log, collectives: bool = False) -> Measuremen
         return Measurements.load(path)
     m0 = cal.measurements
     m = measure(m0.machine.device, grid=m0.settings.get("grid"), threads=m0.machine.threads,
-                collectives=collectives, log=lambda s: log(f"  {s}"))
+                collectives=collectives, log=lambda s: log(f"  {s}"), colocated=m0.settings.get("colocated", 1))
     if path is not None:
         m.save(path)
     return m
@@ -62,13 +62,15 @@ def _pass(cal: Calibrated, k: int, log, collectives: bool = False) -> Measuremen
 def _merged(cal: Calibrated, passes: list[Measurements]) -> Calibrated:
     m0 = cal.measurements
     rows = merge_passes([m.rows for m in passes])
-    settings = dict(m0.settings, passes=len(passes), rounds=len(passes))
+    settings = dict(m0.settings, passes=len(passes), rounds=len(passes),
+                    passes_steal_fraction=[p.settings.get("steal_fraction") for p in passes],
+                    passes_other_cpu_fraction=[p.settings.get("other_cpu_fraction") for p in passes])
     m = Measurements(tuple(rows), m0.machine, settings, m0.unsupported, wall_s=sum(p.wall_s for p in passes))
     c = fit(m)
     return replace(cal, measurements=m, calibration=c, step_device=c.device, overhead=None)
 
 
-def _retime(cfg, threads: int) -> dict[str, float]:
+def _retime(cfg, threads: int) -> dict[str, steps.StepTimes]:
     out = {}
     saved = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -77,7 +79,7 @@ def _retime(cfg, threads: int) -> dict[str, float]:
             module, inputs, loss_fn = w.build(cfg.device, 0)
             step = steps.train_step(module, inputs, loss_fn, steps.make_optimizer(w.optimizer, module.parameters(),
                                                                                    cfg.device))
-            out[w.case] = steps.time_steps(step, cfg.device, cfg.warmup, cfg.repeats).median_s
+            out[w.case] = steps.time_steps(step, cfg.device, cfg.warmup, cfg.repeats)
     finally:
         torch.set_num_threads(saved)
     return out
@@ -88,12 +90,15 @@ def more_rounds(cfg, cal: Calibrated, cases: list[Case], runs: list[MeasuredRun]
     """Rounds 2..``cfg.rounds``; returns the merged calibration and the step cases and runs re-stated
     on it (predictions from the merged profile, measured = the median over rounds)."""
     passes, times = [cal.measurements], {r.case: [r.step_time_s] for r in runs}
+    first = {c.case: c.detail for c in cases if c.metric in _STEP_METRICS}
+    steal = {case: [first.get(case, {}).get("steal_fraction")] for case in times}
     for k in range(2, cfg.rounds + 1):
         t0 = time.perf_counter()
         log(f"round {k} of {cfg.rounds}: calibration pass")
         passes.append(_pass(cal, k, log))
         for case, t in _retime(cfg, cal.threads).items():
-            times[case].append(t)
+            times[case].append(t.median_s)
+            steal[case].append(t.steal_fraction)
         log(f"round {k}: steps re-timed [{time.perf_counter() - t0:.0f} s]")
     merged = refined(_merged(cal, passes), log)
     by_case = {r.case: r for r in runs}
@@ -106,7 +111,8 @@ def more_rounds(cfg, cal: Calibrated, cases: list[Case], runs: list[MeasuredRun]
         device = merged.step_device if c.metric in _STEP_METRICS else merged.device
         predicted = steps.predict_step(run.model, device, run.batch, run.optimizer).step_time_s
         out_cases.append(replace(c, predicted=predicted, measured=statistics.median(times[c.case]),
-                                 detail=dict(c.detail, rounds_s=times[c.case], device=device.name)))
+                                 detail=dict(c.detail, rounds_s=times[c.case], rounds_steal=steal[c.case],
+                                             device=device.name)))
     new_runs = [replace(r, step_time_s=statistics.median(times[r.case])) for r in runs]
     for c in out_cases:
         if c.metric in _STEP_METRICS:
@@ -140,3 +146,35 @@ def ddp_rounds(cfg, cal1: Calibrated, first: list[ddp.DdpTimes], log: Callable[[
         log(f"DDP round {k}: re-timed [{time.perf_counter() - t0:.0f} s]")
     merged = refined(_merged(cal1, calibrations), log) if passes else cal1
     return merged, [median_times(job) for job in per_job], per_job
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f} %"
+
+
+def contention_markdown(cases: list[Case], calibration: dict | None) -> list[str]:
+    """Per round: how busy the machine was during its calibration pass and during its step timings
+    (CPU steal, other processes' share of the cores: ``robust.contention_between``), and how the
+    round's steps compare with the final predictions — whether a slow round is a loaded one."""
+    steps_ = [c for c in cases if c.metric in _STEP_METRICS and c.predicted > 0]
+    if not steps_ or calibration is None:
+        return []
+    rounds_s = [c.detail.get("rounds_s", [c.measured]) for c in steps_]
+    rounds_steal = [c.detail.get("rounds_steal", [c.detail.get("steal_fraction")]) for c in steps_]
+    n = min(len(r) for r in rounds_s)
+    pass_steal = list(calibration.get("passes_steal_fraction") or [])
+    pass_other = list(calibration.get("passes_other_cpu_fraction") or [])
+    lines = ["Per round: CPU steal (the hypervisor's share of the machine's time) and other processes' share of "
+             "the cores during its calibration pass and during its step timings (median over the models, "
+             "their range in brackets), and the round's measured steps over the final predictions (median "
+             "over the models). In round 1 the steps' share of 'other' includes nothing of this process.", "",
+             "| round | pass: steal | pass: other CPU | steps: steal | steps measured ÷ predicted |",
+             "|---:|---:|---:|---:|---:|"]
+    for k in range(n):
+        st_k = [r[k] for r in rounds_steal if len(r) > k and r[k] is not None]
+        spread = f" ({_pct(min(st_k))}–{_pct(max(st_k))})" if st_k else ""
+        ratio = statistics.median(r[k] / c.predicted for r, c in zip(rounds_s, steps_, strict=True))
+        lines.append(f"| {k + 1} | {_pct(pass_steal[k] if k < len(pass_steal) else None)} "
+                     f"| {_pct(pass_other[k] if k < len(pass_other) else None)} "
+                     f"| {_pct(statistics.median(st_k) if st_k else None)}{spread} | {ratio:.3f} |")
+    return lines

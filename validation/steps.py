@@ -126,7 +126,8 @@ def _step_case(w: Workload, report, plain, timing: StepTimes, threads: int, firs
                         "breakdown_s": dict(report.time_breakdown_s), "top_ops_s": top,
                         "fresh_bytes_per_step": timing.fresh_bytes_per_step,
                         "fresh_bytes_mean": sum(fresh) / len(fresh) if fresh else None,
-                        "first_touch_charged_s": charged_s, "first_touch_bytes_per_s": rate})
+                        "first_touch_charged_s": charged_s, "first_touch_bytes_per_s": rate,
+                        "steal_fraction": timing.steal_fraction, "other_cpu_fraction": timing.other_cpu_fraction})
 
 
 def fresh_pages_markdown(cases: list[Case]) -> list[str]:

@@ -119,14 +119,14 @@ def _calibrations(cfg: SuiteConfig, log) -> Calibrated:
 
 def _ddp_calibration(cfg: SuiteConfig, main: Calibrated, log) -> Calibrated | None:
     """The 1-thread calibration DDP is predicted from, measured when called (right before the DDP
-    timing: this VM's speed drifts over minutes, and the step rounds take ten); None when DDP does
-    not run; ``main`` when it already ran on one thread."""
+    timing: this VM's speed drifts over minutes, and the step rounds take ten) with the other ranks'
+    neighbours running (``st.measure(colocated=…)``: each rank's device is a core whose neighbours
+    are busy); None when DDP does not run."""
     if not cfg.ddp_jobs or cfg.device != "cpu":
         return None
-    if main.threads == 1 and main.measurements.machine.device == "cpu":
-        return main
     path = _measurements_path(cfg)
-    return calibrated("cpu", cfg.grid, 1, one_thread_path(path) if path else None, log, refine=False)
+    return calibrated("cpu", cfg.grid, 1, one_thread_path(path) if path else None, log, refine=False,
+                      colocated=ddp.colocated_ranks())
 
 
 def _diagnose(w, res, cal: Calibrated, device: str) -> list[dict]:
@@ -225,9 +225,12 @@ def _drift_note(cases: list[Case]) -> str | None:
             f"after the calibration: {ranges} (1.00 = same speed; > 1 slower; not used to correct anything).")
 
 
-def _sections(cases: list[Case], diagnosis: dict | None) -> list[tuple[str, list[str]]]:
-    """The report's sections after the summary, each where its cases exist."""
+def _sections(cases: list[Case], diagnosis: dict | None, calibration: dict | None = None) -> list[tuple[str, list[str]]]:
+    """The report's sections after the summary, each where its cases exist (``calibration``: the
+    report's calibration facts, for the machine's load during each pass)."""
     sections = [("Step time by op class", class_markdown(diagnosis))] if diagnosis else []
+    if load := rounds.contention_markdown(cases, calibration):
+        sections.append(("Machine load by round", load))
     if faults := steps.fresh_pages_markdown(cases):
         sections.append(("Allocator faults", faults))
     if runs := run_calibration.run_section(cases):
@@ -245,7 +248,7 @@ def rerender(json_path: Path) -> dict[str, Path]:
     notes = [n for n in meta.get("notes", []) if not n.startswith(_DRIFT_PREFIX)]
     note = _drift_note(cases)
     notes.insert(1, note) if note else None
-    sections = _sections(cases, meta.get("diagnosis_by_class"))
+    sections = _sections(cases, meta.get("diagnosis_by_class"), meta.get("calibration"))
     slug = meta["machine_slug"]
     return {"md": write_markdown(json_path.with_suffix(".md"), cases, meta, notes, TARGETS, sections),
             "png": write_plot(json_path.with_suffix(".png"), cases, f"simtrain validation — {slug}")}
@@ -271,7 +274,9 @@ def _notes(cfg: SuiteConfig, cases: list[Case], cal: Calibrated) -> list[str]:
     if cfg.device == "cpu":
         notes.append("peak_memory is not compared on CPU (torch.cuda.max_memory_allocated exists only on GPUs).")
         notes.append("DDP: gloo over loopback, 2 processes × 1 thread on this machine's cores; predicted "
-                     "from a 1-thread calibration and the calibrated gloo link on a plain switch fabric"
+                     "from a 1-thread calibration measured with a neighbour process running the same benches on the "
+                     "other core (st.measure colocated=2: the ranks share the host) and the calibrated gloo link on "
+                     "a plain switch fabric"
                      + (f"; {cfg.rounds} rounds of a 1-thread calibration pass and the DDP timings, the "
                         "calibration merged over them and each timing's median compared (per-round times in "
                         "detail.rounds_s)." if cfg.rounds > 1 else "."))
@@ -328,7 +333,7 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = _log_default) -> Su
     meta = _meta(cfg, cal, cal1, time.perf_counter() - start, (load0, _loadavg()))
     meta["diagnosis_by_class"] = diag
     meta["loader_handoff_s"] = handoff
-    sections = _sections(cases, diag)
+    sections = _sections(cases, diag, meta["calibration"])
     notes = _notes(cfg, cases, cal) + [
         "DataLoader hand-off per batch with a zero-cost transform and no compute (not in the closed form): "
         + ", ".join(f"{w} worker{'s' if w > 1 else ''} {t * 1e3:.2f} ms" for w, t in handoff.items()) + "."]

@@ -12,8 +12,11 @@ CUDA) and the collectives (gloo / NCCL in child processes). The compute benches 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +27,7 @@ from simtrain.calibrate.bench_memory import bench_first_touch, last_level_cache_
 from simtrain.calibrate.bench_ops import MATRIX_BENCHES, Bench, bench_autograd_call
 from simtrain.calibrate.bench_rng import bench_rng
 from simtrain.calibrate.bench_vector import VECTOR_BENCHES
-from simtrain.calibrate.collectives_bench import run_collectives
+from simtrain.calibrate.collectives_bench import _child_env, run_collectives
 from simtrain.calibrate.grids import GRID_NAMES, Grid, grid_for
 from simtrain.calibrate.machine import machine_facts
 from simtrain.calibrate.records import Measurements, Row, Unsupported
@@ -141,10 +144,34 @@ def _run_compute(bench: Bench, grid: Grid, groups: list[str], threads: int, log)
     return rows
 
 
+NEIGHBOUR_MODULE = "simtrain.calibrate.neighbour"
+"""The child each neighbour runs (``python -m``; named, not imported: it imports this module)."""
+_STOP_TIMEOUT_S = 30.0
+
+
+@contextmanager
+def neighbours(count: int, device: str, grid: str, groups: list[str], threads: int):
+    """``count`` neighbour processes running while the block runs (none when ``count`` < 1); yields
+    their ``Popen`` handles. They are killed, and waited for, when the block ends."""
+    cmd = [sys.executable, "-m", NEIGHBOUR_MODULE, device, grid, str(threads), ",".join(groups)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_child_env(), text=True)
+             for _ in range(max(0, count))]
+    try:
+        for p in procs:  # each says "ready" once torch is imported (or closes its output when it fails)
+            p.stdout.readline()
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait(timeout=_STOP_TIMEOUT_S)
+            p.stdout.close()
+
+
 def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = None,
             threads: int | None = None, grid: str | None = None, only: Iterable[str] | None = None,
             collectives: bool = True, collective_threads: int = 1,
-            log: Callable[[str], None] | None = None, passes: int = 1) -> Measurements:
+            log: Callable[[str], None] | None = None, passes: int = 1, colocated: int = 1) -> Measurements:
     """Benchmark this machine's ``device`` ("cpu" or "cuda") with real PyTorch ops.
 
     ``grid`` is "tiny" | "quick" | "full" (default: "quick" if ``quick`` else "full"); ``threads`` the
@@ -153,9 +180,18 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     collective rank. ``out``: also save the result there (JSON, or Parquet by suffix). ``passes``: time
     the compute grid that many times, one full pass after another, and keep per benchmark the median of
     the pass medians (``robust.merge_passes``): on a shared machine the speed drifts over minutes,
-    which repeats within one pass cannot average out.
+    which repeats within one pass cannot average out. ``colocated``: how many ranks of a job share
+    this host's CPU (DDP with one process per core): the compute benches then run while
+    ``colocated − 1`` other processes run the same benches at ``threads`` threads each, so the rows
+    carry what the neighbours take (shared caches, memory bandwidth, the hypervisor's cores) — the
+    device a rank sees, not the machine alone. The collectives run after the neighbours stop.
     """
     import torch
+    if isinstance(colocated, bool) or not isinstance(colocated, int) or not 1 <= colocated <= (os.cpu_count() or 1):
+        raise SpecError.one(None, "colocated", f"must be an integer from 1 to this machine's {os.cpu_count()} "
+                            f"cores, got {colocated!r}")
+    if colocated > 1 and device != "cpu":
+        raise SpecError.one(None, "colocated", f"ranks share a host's cores only on the CPU, not {device!r}")
     _check_device(device)
     grid_name = grid or ("quick" if quick else "full")
     if grid_name not in GRID_NAMES:
@@ -170,10 +206,13 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     if passes < 1:
         raise SpecError.one(None, "passes", f"must be at least 1, got {passes}")
     runs = []
-    for i in range(passes):
-        if passes > 1:
-            log(f"pass {i + 1} of {passes}")
-        runs.append(_run_compute(Bench(device, g.plan), g, groups, threads, log))
+    with neighbours(colocated - 1, device, grid_name, groups, threads):
+        if colocated > 1:
+            log(f"{colocated - 1} neighbour process(es) running the same benches")
+        for i in range(passes):
+            if passes > 1:
+                log(f"pass {i + 1} of {passes}")
+            runs.append(_run_compute(Bench(device, g.plan), g, groups, threads, log))
     rows = merge_passes(runs) if passes > 1 else runs[0]
     refused: list[Unsupported] = []
     if run_coll:
@@ -186,7 +225,7 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     settings = {"grid": grid_name, "threads": threads, "collective_threads": collective_threads,
                 "groups": ",".join(groups + (["collectives"] if run_coll else [])), "passes": passes,
                 "plan": str(g.plan), "loadavg_1min_start": load_start, "loadavg_1min_end": _load(),
-                "steal_fraction": steal, "other_cpu_fraction": other,
+                "steal_fraction": steal, "other_cpu_fraction": other, "colocated": colocated,
                 "llc_bytes": last_level_cache_bytes() if device == "cpu" else 0.0}
     m = Measurements(tuple(rows), facts, settings, tuple(refused), wall_s=time.perf_counter() - start)
     verdict = measurements_contention(m)

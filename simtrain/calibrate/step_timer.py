@@ -28,16 +28,21 @@ What else a step tells, where the device has a counter:
   much more than that pays about ``bytes / first_touch_bytes_per_s`` that the model does not see
   (docs/own-device.md, "Allocator faults"). Where transparent huge pages back a region, one fault
   maps 2 MiB and the count is a lower bound.
+* Linux: how busy the machine was while the steps ran — the CPU steal and the other processes' share
+  of the cores (:func:`simtrain.calibrate.robust.contention_between`, as ``st.measure`` records for
+  a calibration pass), so a step timing and a calibration can be compared under the same light.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from simtrain.calibrate.robust import contention_between, snapshot
 from simtrain.calibrate.timing import synchronize, timing_of
 
 __all__ = ["StepTimes", "time_steps", "DEVICES"]
@@ -67,6 +72,11 @@ class StepTimes:
     fresh_bytes: tuple[float, ...] | None = None
     """CPU: bytes of fresh pages each timed step faulted in (minor faults × page size), in order; None
     where the platform has no counter or the device is not the CPU."""
+    steal_fraction: float | None = None
+    """Share of the machine's CPU time the hypervisor gave to other guests while the steps ran
+    (``/proc/stat`` steal ticks over all ticks); None where Linux's counters are not readable."""
+    other_cpu_fraction: float | None = None
+    """Share of all cores' time other processes used while the steps ran (None where unknown)."""
 
     @property
     def steps(self) -> int:
@@ -92,6 +102,9 @@ class StepTimes:
             lines.append(f"peak reserved memory {self.peak_memory_bytes / 2**30:.3f} GiB")
         if self.fresh_bytes_per_step is not None:
             lines.append(f"fresh pages faulted per step {self.fresh_bytes_per_step / 2**20:.1f} MiB")
+        if self.steal_fraction is not None:
+            lines.append(f"while timed: CPU steal {100 * self.steal_fraction:.1f} %, other processes "
+                         f"{100 * (self.other_cpu_fraction or 0.0):.1f} % of the cores")
         return "\n".join(lines)
 
 
@@ -132,6 +145,7 @@ def time_steps(step: Callable[[], object], device: str = "cpu", warmup: int = 3,
         torch.cuda.reset_peak_memory_stats()
     faults = _fault_counter(device)
     samples, fresh = [], []
+    before = snapshot()
     for _ in range(steps):
         f0 = faults[0]() if faults else 0
         start = time.perf_counter()
@@ -140,6 +154,7 @@ def time_steps(step: Callable[[], object], device: str = "cpu", warmup: int = 3,
         samples.append(time.perf_counter() - start)
         if faults:
             fresh.append((faults[0]() - f0) * faults[1])
+    steal, other = contention_between(before, snapshot(), os.cpu_count() or 1)
     peak = None
     if cuda:
         import torch
@@ -148,4 +163,5 @@ def time_steps(step: Callable[[], object], device: str = "cpu", warmup: int = 3,
     return StepTimes(median_s=t.median_s, p10_s=t.p10_s, p90_s=t.p90_s, ci_low_s=float(t.ci_low_s),
                      ci_high_s=float(t.ci_high_s), samples_s=tuple(samples), warmup=warmup, device=device,
                      peak_memory_bytes=peak if peak and math.isfinite(peak) else None,
-                     fresh_bytes=tuple(float(b) for b in fresh) if faults else None)
+                     fresh_bytes=tuple(float(b) for b in fresh) if faults else None,
+                     steal_fraction=steal, other_cpu_fraction=other)

@@ -51,6 +51,10 @@ def register(subparsers) -> None:
     p.add_argument("--passes", type=int, default=1,
                    help="time the grid this many times in a row and keep each benchmark's median over the "
                         "passes (a shared machine's speed drifts over minutes; default 1)")
+    p.add_argument("--colocated", type=int, default=1, metavar="RANKS",
+                   help="CPU ranks that will share this host (one process per core, as DDP on CPU): the compute "
+                        "benches run beside RANKS − 1 processes running the same benches, so the profile is "
+                        "what one rank's cores deliver with its neighbours busy (default 1: the machine alone)")
     p.add_argument("--base", help="device spec to start from (library name or path; default: see docs)")
     p.add_argument("--measurements", type=Path,
                    help="read measurements from this JSON if it exists, else measure and save them here")
@@ -90,6 +94,7 @@ def _measurements(args: argparse.Namespace):
     start = time.perf_counter()
     m = measure(args.device, quick=args.quick, grid=args.grid, threads=args.threads,
                 collectives=not args.no_collectives, out=args.measurements, passes=args.passes,
+                colocated=args.colocated,
                 log=lambda msg: print(f"  {msg}", file=sys.stderr))
     where = f", saved to {args.measurements}" if args.measurements else ""
     from simtrain.report.format import format_seconds

@@ -95,3 +95,27 @@ def test_validation_report_attributes_the_unmodelled_faults():
                                   Case("m/medium b8", "flops", 1.0, 1.0)])
     assert lines[-1] == "| m/medium b8 | 40.0 / 48.0 | 16.0 | 7.81 ms (7.8 % of the step) | -10.0 % |"
     assert fresh_pages_markdown([Case("x", "step_time", 1.0, 1.0, detail={"fresh_bytes_mean": None})]) == []
+
+
+def test_the_machine_load_while_the_steps_ran(monkeypatch):
+    """Steal and other processes' share come from /proc/stat snapshots around the timed steps:
+    1000 ticks pass, 100 of them stolen, 200 idle; this process used 5 CPU-seconds of 2 cores × 10 s."""
+    from simtrain.calibrate import step_timer
+    from simtrain.calibrate.robust import CpuTicks, Snapshot
+    shots = iter([Snapshot(CpuTicks(total=1000, idle=400, steal=0), own_cpu_s=0.0, wall_s=0.0, loadavg_1min=None),
+                  Snapshot(CpuTicks(total=2000, idle=600, steal=100), own_cpu_s=5.0, wall_s=10.0, loadavg_1min=None)])
+    monkeypatch.setattr(step_timer, "snapshot", lambda: next(shots))
+    monkeypatch.setattr(step_timer.os, "cpu_count", lambda: 2)
+    t = time_steps(lambda: None, warmup=0, steps=3)
+    assert t.steal_fraction == pytest.approx(0.1)  # 100 of 1000 ticks
+    # busy = 1000 − 200 idle − 100 stolen = 70 % of all ticks; this process 5 s / (10 s × 2 cores) = 25 %
+    assert t.other_cpu_fraction == pytest.approx(0.45)
+    assert "CPU steal 10.0 %, other processes 45.0 % of the cores" in t.summary()
+
+
+def test_without_proc_stat_the_load_is_unknown(monkeypatch):
+    from simtrain.calibrate import step_timer
+    from simtrain.calibrate.robust import Snapshot
+    monkeypatch.setattr(step_timer, "snapshot", lambda: Snapshot(None, 0.0, 0.0, None))
+    t = time_steps(lambda: None, warmup=0, steps=2)
+    assert t.steal_fraction is None and t.other_cpu_fraction is None and "steal" not in t.summary()

@@ -48,3 +48,19 @@ def test_each_ddp_case_keeps_the_timing_it_compares_with():
     assert _timing_of(Case("mlp/small dp2 b8 overlap", "ddp_step", 1.0, 1.0), t) == 0.030
     assert _timing_of(Case("mlp/small dp2 b8 no_overlap", "ddp_step", 1.0, 1.0), t) == 0.040
     assert _timing_of(Case("mlp/small dp2 allreduce 0.0 MiB", "allreduce", 1.0, 1.0), t) == 0.010
+
+
+def test_load_by_round_pairs_each_pass_with_its_steps():
+    from validation.rounds import contention_markdown
+    cases = [Case("a", "step_time", 0.010, 0.012, detail={"rounds_s": [0.010, 0.012, 0.014],
+                                                          "rounds_steal": [0.0, 0.02, 0.10]}),
+             Case("b", "step_time_unseen", 0.100, 0.110, detail={"rounds_s": [0.090, 0.110, 0.120],
+                                                                 "rounds_steal": [0.0, 0.04, None]}),
+             Case("a", "flops", 1.0, 1.0)]
+    cal = {"passes_steal_fraction": [0.01, 0.0, 0.05], "passes_other_cpu_fraction": [0.2, 0.1, None]}
+    lines = contention_markdown(cases, cal)
+    # round 1: ratios 1.0 and 0.9 → median 0.95; round 2: 1.2, 1.1 → 1.15; round 3: 1.4, 1.2 → 1.3
+    assert lines[-3] == "| 1 | 1.0 % | 20.0 % | 0.0 % (0.0 %–0.0 %) | 0.950 |"
+    assert lines[-2] == "| 2 | 0.0 % | 10.0 % | 3.0 % (2.0 %–4.0 %) | 1.150 |"
+    assert lines[-1] == "| 3 | 5.0 % | – | 10.0 % (10.0 %–10.0 %) | 1.300 |"
+    assert contention_markdown(cases, None) == [] and contention_markdown(cases[2:], cal) == []
