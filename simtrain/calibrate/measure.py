@@ -144,6 +144,15 @@ def _run_compute(bench: Bench, grid: Grid, groups: list[str], threads: int, log)
     return rows
 
 
+def _check_colocated(colocated: int, device: str) -> None:
+    """``colocated``: an integer from 1 to the core count, above 1 only on the CPU."""
+    if isinstance(colocated, bool) or not isinstance(colocated, int) or not 1 <= colocated <= (os.cpu_count() or 1):
+        raise SpecError.one(None, "colocated", f"must be an integer from 1 to this machine's {os.cpu_count()} "
+                            f"cores, got {colocated!r}")
+    if colocated > 1 and device != "cpu":
+        raise SpecError.one(None, "colocated", f"ranks share a host's cores only on the CPU, not {device!r}")
+
+
 NEIGHBOUR_MODULE = "simtrain.calibrate.neighbour"
 """The child each neighbour runs (``python -m``; named, not imported: it imports this module)."""
 _STOP_TIMEOUT_S = 30.0
@@ -187,11 +196,7 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     device a rank sees, not the machine alone. The collectives run after the neighbours stop.
     """
     import torch
-    if isinstance(colocated, bool) or not isinstance(colocated, int) or not 1 <= colocated <= (os.cpu_count() or 1):
-        raise SpecError.one(None, "colocated", f"must be an integer from 1 to this machine's {os.cpu_count()} "
-                            f"cores, got {colocated!r}")
-    if colocated > 1 and device != "cpu":
-        raise SpecError.one(None, "colocated", f"ranks share a host's cores only on the CPU, not {device!r}")
+    _check_colocated(colocated, device)
     _check_device(device)
     grid_name = grid or ("quick" if quick else "full")
     if grid_name not in GRID_NAMES:
