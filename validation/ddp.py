@@ -1,7 +1,8 @@
 """Data parallelism for real: DistributedDataParallel over gloo, 2 processes of 1 thread each on this
 machine, versus simtrain's dp = 2 prediction.
 
-Measured, per model (rank 0's medians; every sample starts at a barrier so both ranks start together):
+Measured, per model (rank 0's medians; every sample starts at a barrier so both ranks start together;
+the two steps' samples alternate):
 
 * ``overlap``   — DDP as shipped: gradients all-reduced in buckets (25 MiB) while backward runs;
 * ``no_overlap`` — ``ddp.no_sync()`` for forward + backward, then one all-reduce of the gradients
@@ -65,16 +66,26 @@ def _median(xs: list[float]) -> float:
 
 
 def _timed(fn, warmup: int, repeats: int) -> float:
+    return _timed_alternately((fn,), warmup, repeats)[0]
+
+
+def _timed_alternately(fns, warmup: int, repeats: int) -> list[float]:
+    """Median of each of ``fns``, their samples taken in turn (one of each per repeat, each after a
+    barrier), so a change of machine speed during the timing moves all of them alike. Timed one
+    block after the other, overlapped DDP came out 4-14 % slower than the no-overlap step in three of
+    four models (run 18); alternated on the same machine it is 5-8 % faster (docs/own-device.md)."""
     import torch.distributed as dist
-    for _ in range(warmup):
-        fn()
-    samples = []
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    samples: list[list[float]] = [[] for _ in fns]
     for _ in range(repeats):
-        dist.barrier()
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return _median(samples)
+        for fn, out in zip(fns, samples, strict=True):
+            dist.barrier()
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+    return [_median(x) for x in samples]
 
 
 class _FlatSync:
@@ -140,8 +151,7 @@ def _one_model(name: str, size: str, per_rank_batch: int, rank: int, warmup: int
             loss_fn(ddp(*inputs)).backward()
         sync()
         opt.step()
-    t_overlap = _timed(overlapped, warmup, repeats)
-    t_seq = _timed(sequential, warmup, repeats)
+    t_overlap, t_seq = _timed_alternately((overlapped, sequential), warmup, repeats)
     flat = torch.zeros(sum(p.numel() for p in params))
     t_ar = _timed(lambda: dist.all_reduce(flat), warmup, repeats)
     return DdpTimes(t_overlap, t_seq, t_ar, int(flat.numel() * 4), per_rank_batch, t_alone, t_conc)

@@ -1,12 +1,19 @@
 """Do two calibrations of this machine, run back to back, predict the same step times? (issue 12)
 
     python -m validation.repeatability [--out DIR] [--measurements A.json B.json] [--grid full]
+    python -m validation.repeatability --pass-dir DIR --sets K --passes N
 
 Measures the microbenchmark grid twice in a row (``st.measure``; or loads two saved sets), fits each
 (``st.calibrate``), and predicts the step time of every zoo and unseen model with both profiles. The
 spread between the two predictions is what a user re-running ``simtrain calibrate`` would see: the
 target is every model within 5 %. Nothing is trained here; the profiles are compared with each
 other, not with measured steps (``python -m validation`` does that).
+
+With ``--pass-dir`` it times K × N single passes back to back, each saved there (``pass01.json`` …;
+loaded where it exists), merges every N consecutive passes into one calibration as ``st.measure(passes=N)``
+does (``robust.merge_passes``) and compares each calibration with the next; the report adds the
+machine's speed per pass and bench (:func:`pass_speed`): how far the machine itself moves over the
+K calibrations, which no estimator over one calibration's passes can take out.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import copy
 import json
 import os
 import shlex
+import string
 import sys
 import time
 from pathlib import Path
@@ -29,7 +37,7 @@ from simtrain.calibrate.records import Measurements
 from validation.steps import predict_step
 from validation.workloads import unseen_workloads, workloads
 
-__all__ = ["predictions", "spread", "row_shift", "main", "TARGET"]
+__all__ = ["predictions", "spread", "row_shift", "pass_speed", "consecutive", "main", "TARGET"]
 
 TARGET = 0.05
 """Largest relative difference between the two profiles' predictions of one model (issue 12)."""
@@ -58,9 +66,34 @@ def predictions(devices: dict[str, object], size: str = "medium") -> list[dict]:
 
 
 def spread(row: dict) -> float:
-    """(max − min) / min of one model's predictions."""
+    """The largest difference between consecutive calibrations' predictions of one model, relative to
+    the smaller of the two ((max − min) / min when there are two)."""
     v = list(row["predicted_s"].values())
-    return (max(v) - min(v)) / min(v)
+    return max(abs(a - b) / min(a, b) for a, b in consecutive(v))
+
+
+def consecutive(v: list) -> list[tuple]:
+    """Neighbouring pairs of ``v``: the calibrations a user running ``simtrain calibrate`` twice would
+    compare."""
+    return list(zip(v[:-1], v[1:], strict=True))
+
+
+def pass_speed(passes: list[Measurements]) -> dict[str, list[float]]:
+    """Per bench (sentinels included) and pass, the median over the bench's benchmarks of the pass's
+    time over that benchmark's median across all passes (benchmarks timed in every pass): 1.00 is the
+    machine's typical speed over the whole run, 1.20 a pass in which that bench took 20 % longer.
+    ``"all"`` is the same over every benchmark."""
+    import statistics
+
+    from simtrain.calibrate.robust import benchmark_key
+    keyed = [{benchmark_key(r): r for r in m.rows} for m in passes]
+    common = set(keyed[0]).intersection(*keyed[1:])
+    typical = {k: statistics.median(p[k].median_s for p in keyed) for k in common}
+    benches = {"all": sorted(common)}
+    for k in sorted(common):
+        benches.setdefault(k[0], []).append(k)
+    return {bench: [statistics.median(p[k].median_s / typical[k] for k in keys if typical[k] > 0) for p in keyed]
+            for bench, keys in benches.items() if any(typical[k] > 0 for k in keys)}
 
 
 def row_shift(a: Measurements, b: Measurements) -> dict[str, tuple[int, float]]:
@@ -87,25 +120,82 @@ def _shift_lines(shift: dict[str, tuple[int, float]]) -> list[str]:
             + ". A shift shared by every bench is the machine moving between the sets, not the fit.", ""]
 
 
+def _pair_lines(rows: list[dict], names: list[str]) -> list[str]:
+    """Per pair of consecutive calibrations: largest and mean difference, models within the target."""
+    if len(names) < 3:
+        return []
+    lines = ["| calibrations | largest difference | mean | models within target |", "|---|---:|---:|---:|"]
+    for a, b in consecutive(names):
+        d = [abs(r["predicted_s"][a] - r["predicted_s"][b]) / min(r["predicted_s"][a], r["predicted_s"][b])
+             for r in rows]
+        lines.append(f"| {a} → {b} | {100 * max(d):.1f} % | {100 * sum(d) / len(d):.1f} % | "
+                     f"{sum(x <= TARGET for x in d)} of {len(d)} |")
+    return [*lines, ""]
+
+
+def _speed_lines(speed: dict[str, list[float]]) -> list[str]:
+    if not speed:
+        return []
+    n = len(next(iter(speed.values())))
+    lines = ["Machine speed per pass (:func:`pass_speed`: a bench's time in that pass over its median over "
+             "all passes; > 1 slower):", "",
+             "| bench | " + " | ".join(str(i + 1) for i in range(n)) + " |", "|---|" + "---:|" * n]
+    lines += [f"| {bench} | " + " | ".join(f"{x:.2f}" for x in v) + " |" for bench, v in speed.items()]
+    return [*lines, ""]
+
+
 def _markdown(rows: list[dict], meta: dict) -> str:
     worst = max(rows, key=spread)
     met = all(spread(r) <= TARGET for r in rows)
+    names = list(rows[0]["predicted_s"])
     lines = ["# Back-to-back calibrations: do they predict the same step times? (issue 12)", "",
              f"- machine: {meta['machine']}; torch {torch.__version__}; {meta['threads']} threads; grid {meta['grid']}; "
              f"passes per calibration {meta['passes']}",
              f"- measured {meta['when']}; each set {', '.join(f'{s:.0f} s' for s in meta['seconds'])}; "
              f"1-minute load average before each: {', '.join(str(x) for x in meta['load'])}",
              f"- command: `{meta['command']}`", "",
-             f"**Largest difference between the two profiles' predictions: {100 * spread(worst):.1f} % "
+             f"**Largest difference between two consecutive profiles' predictions: {100 * spread(worst):.1f} % "
              f"({worst['case']}); mean {100 * sum(map(spread, rows)) / len(rows):.1f} %. Target: every model "
              f"within {100 * TARGET:.0f} % — {'met' if met else 'not met'}.**", "",
-             *_shift_lines(meta.get("shift", {})),
-             "| model | unseen | calibration A | calibration B | difference |", "|---|---|---:|---:|---:|"]
+             *_pair_lines(rows, names), *_shift_lines(meta.get("shift", {})), *_speed_lines(meta.get("speed", {})),
+             "| model | unseen | " + " | ".join(f"calibration {n}" for n in names) + " | largest difference |",
+             "|---|---|" + "---:|" * (len(names) + 1)]
     for r in rows:
-        a, b = r["predicted_s"].values()
-        lines.append(f"| {r['case']} | {'yes' if r['unseen'] else ''} | {a * 1e3:.2f} ms | {b * 1e3:.2f} ms | "
-                     f"{100 * spread(r):.1f} % |")
+        cells = " | ".join(f"{v * 1e3:.2f} ms" for v in r["predicted_s"].values())
+        lines.append(f"| {r['case']} | {'yes' if r['unseen'] else ''} | {cells} | {100 * spread(r):.1f} % |")
     return "\n".join(lines) + "\n"
+
+
+def _passes(folder: Path, count: int, grid: str, threads: int) -> list[Measurements]:
+    """``count`` single passes over the grid, back to back: ``folder/passNN.json`` loaded where it
+    exists, else measured (``st.measure(passes=1)``) and saved there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return [_measurements(folder / f"pass{i + 1:02d}.json", grid, threads, 1) for i in range(count)]
+
+
+def _merged(chunk: list[Measurements]) -> Measurements:
+    """One calibration from consecutive single passes, merged as ``st.measure(passes=N)`` merges its own."""
+    from simtrain.calibrate.robust import merge_passes
+    first = chunk[0]
+    return Measurements(tuple(merge_passes([m.rows for m in chunk])), first.machine,
+                        {**first.settings, "passes": len(chunk)}, first.unsupported,
+                        wall_s=sum(m.wall_s for m in chunk))
+
+
+def _sets(args) -> tuple[list[Measurements], list[float], list[float], dict]:
+    """The calibrations to compare, their seconds, the load before each, and the per-pass speed."""
+    if args.pass_dir is not None:
+        singles = _passes(args.pass_dir, args.sets * args.passes, args.grid, args.threads)
+        chunks = [singles[i:i + args.passes] for i in range(0, len(singles), args.passes)]
+        return ([_merged(c) for c in chunks], [sum(m.wall_s for m in c) for c in chunks],
+                [c[0].settings.get("loadavg_1min_start", float("nan")) for c in chunks], pass_speed(singles))
+    sets, seconds, load = [], [], []
+    for path in args.measurements or (None, None):
+        load.append(round(os.getloadavg()[0], 2))
+        t0 = time.perf_counter()
+        sets.append(_measurements(path, args.grid, args.threads, args.passes))
+        seconds.append(time.perf_counter() - t0)
+    return sets, seconds, load, {}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,24 +203,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("simtrain-validation"))
     p.add_argument("--measurements", type=Path, nargs=2, metavar=("A", "B"), default=None,
                    help="two measurement files: loaded where they exist, else measured and saved there")
+    p.add_argument("--pass-dir", type=Path, default=None,
+                   help="time --sets x --passes single passes, each saved here (loaded where it exists)")
+    p.add_argument("--sets", type=int, default=2, help="with --pass-dir: calibrations to compare, each with the next")
     p.add_argument("--grid", default="full")
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--passes", type=int, default=1, help="passes over the grid per calibration (st.measure)")
     args = p.parse_args(argv)
-    paths = args.measurements or (None, None)
-    sets, seconds, load = [], [], []
-    for path in paths:
-        load.append(round(os.getloadavg()[0], 2))
-        t0 = time.perf_counter()
-        sets.append(_measurements(path, args.grid, args.threads, args.passes))
-        seconds.append(time.perf_counter() - t0)
+    if args.sets < 2 or args.passes < 1:
+        p.error("--sets must be at least 2 and --passes at least 1")
+    sets, seconds, load, speed = _sets(args)
     torch.set_num_threads(args.threads)
-    devices = {name: fit(m).device for name, m in zip("AB", sets, strict=True)}
+    devices = {string.ascii_uppercase[i]: fit(m).device for i, m in enumerate(sets)}
     rows = predictions(devices)
     meta = {"machine": f"{sets[0].machine.cpu_model} ({sets[0].machine.cpu_cores} cores)", "threads": args.threads,
             "passes": [m.settings.get("passes", 1) for m in sets],
             "grid": args.grid, "when": sets[0].machine.date, "seconds": seconds, "load": load,
-            "shift": row_shift(*sets),
+            "shift": row_shift(*sets) if len(sets) == 2 else {}, "speed": speed,
             "command": shlex.join(["python", "-m", "validation.repeatability", *sys.argv[1:]])}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "repeatability.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -90,3 +90,43 @@ def test_row_shift_is_the_median_ratio_of_matching_benchmarks_per_bench():
     got = row_shift(a, b)
     assert got["gemm"][0] == 3 and got["gemm"][1] == pytest.approx(1.1)
     assert got["copy"] == (1, pytest.approx(1.0))
+
+
+def _facts():
+    from simtrain.calibrate.machine import MachineFacts
+    return MachineFacts(cpu_model="Test CPU", cpu_cores=2, cpu_flags=(), cpu_mhz=2000.0, torch_version="2.13.0",
+                        threads=2, device="cpu", gpu_name=None, gpu_count=0, cuda_version=None, hostname_hash="00",
+                        date="2026-12-04")
+
+
+def _gemm(t, m):
+    from simtrain.calibrate.records import Row
+    from simtrain.glossary import DType, OpClass
+    return Row("gemm", OpClass.MATMUL, DType.FP32, {"m": m}, 1.0, 1.0, t, t, t, 3)
+
+
+def test_pass_speed_is_each_pass_over_the_benchmarks_median_across_passes():
+    """Three passes of two GEMMs: pass 2 twice as slow on both, pass 3 as pass 1 but one GEMM 10 %
+    faster. Medians across passes: m=1 → 1.0, m=2 → 2.0. Pass 1: ratios 1, 1 → 1.0; pass 2: 2, 2 → 2.0;
+    pass 3: 0.9 and 1.0 → median 0.95. A benchmark missing from one pass is left out."""
+    from simtrain.calibrate.records import Measurements
+    from validation.repeatability import pass_speed
+    facts = _facts()
+    p1 = Measurements((_gemm(1.0, 1), _gemm(2.0, 2), _gemm(5.0, 5)), facts)
+    p2 = Measurements((_gemm(2.0, 1), _gemm(4.0, 2)), facts)
+    p3 = Measurements((_gemm(0.9, 1), _gemm(2.0, 2)), facts)
+    got = pass_speed([p1, p2, p3])
+    assert got["gemm"] == pytest.approx([1.0, 2.0, 0.95])
+    assert got["all"] == pytest.approx([1.0, 2.0, 0.95])
+
+
+def test_spread_is_the_largest_difference_between_consecutive_calibrations():
+    """A 100, B 110, C 99: A→B 10 %, B→C 11/99 = 11.1 %; A and C (1 % apart) are not neighbours."""
+    from validation.repeatability import _markdown, spread
+    row = {"case": "m", "unseen": False, "predicted_s": {"A": 0.100, "B": 0.110, "C": 0.099}}
+    assert spread(row) == pytest.approx(0.011 / 0.099)
+    md = _markdown([row], {"machine": "x", "threads": 2, "grid": "full", "passes": [5, 5, 5], "when": "d",
+                           "seconds": [1.0, 1.0, 1.0], "load": [0.1, 0.1, 0.1], "command": "c",
+                           "speed": {"all": [1.0, 1.2]}})
+    assert "| A → B | 10.0 % | 10.0 % | 0 of 1 |" in md and "| B → C | 11.1 % |" in md
+    assert "| all | 1.00 | 1.20 |" in md and "not met" in md
