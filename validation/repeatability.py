@@ -13,7 +13,9 @@ With ``--pass-dir`` it times K × N single passes back to back, each saved there
 loaded where it exists), merges every N consecutive passes into one calibration as ``st.measure(passes=N)``
 does (``robust.merge_passes``) and compares each calibration with the next; the report adds the
 machine's speed per pass and bench (:func:`pass_speed`): how far the machine itself moves over the
-K calibrations, which no estimator over one calibration's passes can take out.
+K calibrations, which no estimator over one calibration's passes can take out. ``--interleave``
+deals the passes out in turn instead (calibration i gets passes i, i + K, …): the calibrations then
+span the same minutes, and what still differs between them is the calibration's own noise.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from simtrain.calibrate.records import Measurements
 from validation.steps import predict_step
 from validation.workloads import unseen_workloads, workloads
 
-__all__ = ["predictions", "spread", "row_shift", "pass_speed", "consecutive", "main", "TARGET"]
+__all__ = ["predictions", "spread", "row_shift", "pass_speed", "consecutive", "deal", "main", "TARGET"]
 
 TARGET = 0.05
 """Largest relative difference between the two profiles' predictions of one model (issue 12)."""
@@ -148,12 +150,17 @@ def _markdown(rows: list[dict], meta: dict) -> str:
     worst = max(rows, key=spread)
     met = all(spread(r) <= TARGET for r in rows)
     names = list(rows[0]["predicted_s"])
-    lines = ["# Back-to-back calibrations: do they predict the same step times? (issue 12)", "",
+    title = ("Calibrations from interleaved passes: how far does the calibration itself move?" if meta.get("interleave")
+             else "Back-to-back calibrations: do they predict the same step times?")
+    lines = [f"# {title} (issue 12)", "",
              f"- machine: {meta['machine']}; torch {torch.__version__}; {meta['threads']} threads; grid {meta['grid']}; "
              f"passes per calibration {meta['passes']}",
              f"- measured {meta['when']}; each set {', '.join(f'{s:.0f} s' for s in meta['seconds'])}; "
              f"1-minute load average before each: {', '.join(str(x) for x in meta['load'])}",
-             f"- command: `{meta['command']}`", "",
+             f"- command: `{meta['command']}`",
+             *(["- passes dealt out in turn (`--interleave`): every calibration spans the same minutes, so the "
+                "machine's drift is shared and the differences are the calibration's own noise"]
+               if meta.get("interleave") else []), "",
              f"**Largest difference between two consecutive profiles' predictions: {100 * spread(worst):.1f} % "
              f"({worst['case']}); mean {100 * sum(map(spread, rows)) / len(rows):.1f} %. Target: every model "
              f"within {100 * TARGET:.0f} % — {'met' if met else 'not met'}.**", "",
@@ -164,6 +171,18 @@ def _markdown(rows: list[dict], meta: dict) -> str:
         cells = " | ".join(f"{v * 1e3:.2f} ms" for v in r["predicted_s"].values())
         lines.append(f"| {r['case']} | {'yes' if r['unseen'] else ''} | {cells} | {100 * spread(r):.1f} % |")
     return "\n".join(lines) + "\n"
+
+
+def deal(singles: list, sets: int, interleave: bool = False) -> list[list]:
+    """``singles`` (a multiple of ``sets`` passes, in the order timed) split into ``sets`` calibrations:
+    runs of consecutive passes, or with ``interleave`` dealt out in turn (calibration i gets passes
+    i, i + sets, …)."""
+    if sets < 1 or len(singles) % sets:
+        raise ValueError(f"{len(singles)} passes do not split into {sets} calibrations")
+    if interleave:
+        return [singles[i::sets] for i in range(sets)]
+    n = len(singles) // sets
+    return [singles[i:i + n] for i in range(0, len(singles), n)]
 
 
 def _passes(folder: Path, count: int, grid: str, threads: int) -> list[Measurements]:
@@ -186,7 +205,7 @@ def _sets(args) -> tuple[list[Measurements], list[float], list[float], dict]:
     """The calibrations to compare, their seconds, the load before each, and the per-pass speed."""
     if args.pass_dir is not None:
         singles = _passes(args.pass_dir, args.sets * args.passes, args.grid, args.threads)
-        chunks = [singles[i:i + args.passes] for i in range(0, len(singles), args.passes)]
+        chunks = deal(singles, args.sets, args.interleave)
         return ([_merged(c) for c in chunks], [sum(m.wall_s for m in c) for c in chunks],
                 [c[0].settings.get("loadavg_1min_start", float("nan")) for c in chunks], pass_speed(singles))
     sets, seconds, load = [], [], []
@@ -206,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pass-dir", type=Path, default=None,
                    help="time --sets x --passes single passes, each saved here (loaded where it exists)")
     p.add_argument("--sets", type=int, default=2, help="with --pass-dir: calibrations to compare, each with the next")
+    p.add_argument("--interleave", action="store_true",
+                   help="with --pass-dir: calibration i takes passes i, i + sets, … instead of a run of consecutive "
+                        "ones, so all of them span the same minutes and share the machine's drift: their difference "
+                        "is the calibration's own sampling noise")
     p.add_argument("--grid", default="full")
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--passes", type=int, default=1, help="passes over the grid per calibration (st.measure)")
@@ -219,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"machine": f"{sets[0].machine.cpu_model} ({sets[0].machine.cpu_cores} cores)", "threads": args.threads,
             "passes": [m.settings.get("passes", 1) for m in sets],
             "grid": args.grid, "when": sets[0].machine.date, "seconds": seconds, "load": load,
-            "shift": row_shift(*sets) if len(sets) == 2 else {}, "speed": speed,
+            "shift": row_shift(*sets) if len(sets) == 2 else {}, "speed": speed, "interleave": args.interleave,
             "command": shlex.join(["python", "-m", "validation.repeatability", *sys.argv[1:]])}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "repeatability.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -130,3 +130,13 @@ def test_spread_is_the_largest_difference_between_consecutive_calibrations():
                            "speed": {"all": [1.0, 1.2]}})
     assert "| A → B | 10.0 % | 10.0 % | 0 of 1 |" in md and "| B → C | 11.1 % |" in md
     assert "| all | 1.00 | 1.20 |" in md and "not met" in md
+
+
+def test_deal_splits_passes_in_runs_or_in_turn():
+    from validation.repeatability import deal
+    passes = list(range(1, 7))
+    assert deal(passes, 2) == [[1, 2, 3], [4, 5, 6]]
+    assert deal(passes, 3) == [[1, 2], [3, 4], [5, 6]]
+    assert deal(passes, 2, interleave=True) == [[1, 3, 5], [2, 4, 6]]
+    with pytest.raises(ValueError, match="do not split"):
+        deal(passes, 4)
