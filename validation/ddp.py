@@ -72,8 +72,8 @@ def _timed(fn, warmup: int, repeats: int) -> float:
 def _timed_alternately(fns, warmup: int, repeats: int) -> list[float]:
     """Median of each of ``fns``, their samples taken in turn (one of each per repeat, each after a
     barrier), so a change of machine speed during the timing moves all of them alike. Timed one
-    block after the other, overlapped DDP came out 4-14 % slower than the no-overlap step in three of
-    four models (run 18); alternated on the same machine it is 5-8 % faster (docs/own-device.md)."""
+    block after the other, overlapped DDP came out 10-15 % slower than the no-overlap step in three of
+    four models (run 18); alternated on the same machine it is 5-9 % faster (docs/own-device.md)."""
     import torch.distributed as dist
     for fn in fns:
         for _ in range(warmup):

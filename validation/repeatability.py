@@ -139,7 +139,7 @@ def _speed_lines(speed: dict[str, list[float]]) -> list[str]:
     if not speed:
         return []
     n = len(next(iter(speed.values())))
-    lines = ["Machine speed per pass (:func:`pass_speed`: a bench's time in that pass over its median over "
+    lines = ["Machine speed per pass (`pass_speed`: a bench's time in that pass over its median over "
              "all passes; > 1 slower):", "",
              "| bench | " + " | ".join(str(i + 1) for i in range(n)) + " |", "|---|" + "---:|" * n]
     lines += [f"| {bench} | " + " | ".join(f"{x:.2f}" for x in v) + " |" for bench, v in speed.items()]
@@ -193,7 +193,7 @@ def _passes(folder: Path, count: int, grid: str, threads: int) -> list[Measureme
 
 
 def _merged(chunk: list[Measurements]) -> Measurements:
-    """One calibration from consecutive single passes, merged as ``st.measure(passes=N)`` merges its own."""
+    """One calibration from single passes, merged as ``st.measure(passes=N)`` merges its own."""
     from simtrain.calibrate.robust import merge_passes
     first = chunk[0]
     return Measurements(tuple(merge_passes([m.rows for m in chunk])), first.machine,
@@ -233,8 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--passes", type=int, default=1, help="passes over the grid per calibration (st.measure)")
     args = p.parse_args(argv)
-    if args.sets < 2 or args.passes < 1:
-        p.error("--sets must be at least 2 and --passes at least 1")
+    if not 2 <= args.sets <= len(string.ascii_uppercase) or args.passes < 1:
+        p.error(f"--sets must be 2 to {len(string.ascii_uppercase)} and --passes at least 1")
+    if args.pass_dir is None and (args.interleave or args.sets != 2):
+        p.error("--sets and --interleave need --pass-dir")
     sets, seconds, load, speed = _sets(args)
     torch.set_num_threads(args.threads)
     devices = {string.ascii_uppercase[i]: fit(m).device for i, m in enumerate(sets)}
