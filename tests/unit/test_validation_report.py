@@ -140,3 +140,13 @@ def test_deal_splits_passes_in_runs_or_in_turn():
     assert deal(passes, 2, interleave=True) == [[1, 3, 5], [2, 4, 6]]
     with pytest.raises(ValueError, match="do not split"):
         deal(passes, 4)
+
+
+@pytest.mark.parametrize("argv", [["--sets", "3"], ["--interleave"], ["--pass-dir", "x", "--sets", "1"],
+                                  ["--pass-dir", "x", "--sets", "27"], ["--pass-dir", "x", "--passes", "0"]])
+def test_repeatability_refuses_options_it_cannot_honour(argv, capsys):
+    """Exit 2 with argparse's message before measuring anything."""
+    from validation.repeatability import main
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and "--" in capsys.readouterr().err
