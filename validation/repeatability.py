@@ -36,6 +36,7 @@ import simtrain as st
 from simtrain.calibrate.fit import fit
 from simtrain.calibrate.measure import measure
 from simtrain.calibrate.records import Measurements
+from simtrain.calibrate.robust import merged_measurements
 from validation.steps import predict_step
 from validation.workloads import unseen_workloads, workloads
 
@@ -192,21 +193,12 @@ def _passes(folder: Path, count: int, grid: str, threads: int) -> list[Measureme
     return [_measurements(folder / f"pass{i + 1:02d}.json", grid, threads, 1) for i in range(count)]
 
 
-def _merged(chunk: list[Measurements]) -> Measurements:
-    """One calibration from single passes, merged as ``st.measure(passes=N)`` merges its own."""
-    from simtrain.calibrate.robust import merge_passes
-    first = chunk[0]
-    return Measurements(tuple(merge_passes([m.rows for m in chunk])), first.machine,
-                        {**first.settings, "passes": len(chunk)}, first.unsupported,
-                        wall_s=sum(m.wall_s for m in chunk))
-
-
 def _sets(args) -> tuple[list[Measurements], list[float], list[float], dict]:
     """The calibrations to compare, their seconds, the load before each, and the per-pass speed."""
     if args.pass_dir is not None:
         singles = _passes(args.pass_dir, args.sets * args.passes, args.grid, args.threads)
         chunks = deal(singles, args.sets, args.interleave)
-        return ([_merged(c) for c in chunks], [sum(m.wall_s for m in c) for c in chunks],
+        return ([merged_measurements(c) for c in chunks], [sum(m.wall_s for m in c) for c in chunks],
                 [c[0].settings.get("loadavg_1min_start", float("nan")) for c in chunks], pass_speed(singles))
     sets, seconds, load = [], [], []
     for path in args.measurements or (None, None):

@@ -30,7 +30,7 @@ import torch
 from simtrain.calibrate.fit import fit
 from simtrain.calibrate.measure import measure
 from simtrain.calibrate.records import Measurements
-from simtrain.calibrate.robust import merge_passes
+from simtrain.calibrate.robust import merged_measurements
 from validation import ddp, steps
 from validation.calibration import Calibrated, refined
 from validation.report import Case
@@ -60,12 +60,9 @@ def _pass(cal: Calibrated, k: int, log, collectives: bool = False) -> Measuremen
 
 
 def _merged(cal: Calibrated, passes: list[Measurements]) -> Calibrated:
-    m0 = cal.measurements
-    rows = merge_passes([m.rows for m in passes])
-    settings = dict(m0.settings, passes=len(passes), rounds=len(passes),
-                    passes_steal_fraction=[p.settings.get("steal_fraction") for p in passes],
-                    passes_other_cpu_fraction=[p.settings.get("other_cpu_fraction") for p in passes])
-    m = Measurements(tuple(rows), m0.machine, settings, m0.unsupported, wall_s=sum(p.wall_s for p in passes))
+    m = merged_measurements(passes, rounds=len(passes),
+                            passes_steal_fraction=[p.settings.get("steal_fraction") for p in passes],
+                            passes_other_cpu_fraction=[p.settings.get("other_cpu_fraction") for p in passes])
     c = fit(m)
     return replace(cal, measurements=m, calibration=c, step_device=c.device, overhead=None)
 

@@ -177,6 +177,21 @@ def neighbours(count: int, device: str, grid: str, groups: list[str], threads: i
             p.stdout.close()
 
 
+def _compute_passes(device: str, g: Grid, grid_name: str, groups: list[str], threads: int, passes: int,
+                    colocated: int, log: Callable[[str], None]) -> list[Row]:
+    """The compute grid timed ``passes`` times beside ``colocated − 1`` neighbours, merged into one
+    row per benchmark (``robust.merge_passes``) when there is more than one pass."""
+    runs = []
+    with neighbours(colocated - 1, device, grid_name, groups, threads):
+        if colocated > 1:
+            log(f"{colocated - 1} neighbour process(es) running the same benches")
+        for i in range(passes):
+            if passes > 1:
+                log(f"pass {i + 1} of {passes}")
+            runs.append(_run_compute(Bench(device, g.plan), g, groups, threads, log))
+    return merge_passes(runs) if passes > 1 else list(runs[0])
+
+
 def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = None,
             threads: int | None = None, grid: str | None = None, only: Iterable[str] | None = None,
             collectives: bool = True, collective_threads: int = 1,
@@ -210,15 +225,7 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     groups, run_coll = _groups(only, collectives)
     if passes < 1:
         raise SpecError.one(None, "passes", f"must be at least 1, got {passes}")
-    runs = []
-    with neighbours(colocated - 1, device, grid_name, groups, threads):
-        if colocated > 1:
-            log(f"{colocated - 1} neighbour process(es) running the same benches")
-        for i in range(passes):
-            if passes > 1:
-                log(f"pass {i + 1} of {passes}")
-            runs.append(_run_compute(Bench(device, g.plan), g, groups, threads, log))
-    rows = merge_passes(runs) if passes > 1 else runs[0]
+    rows = _compute_passes(device, g, grid_name, groups, threads, passes, colocated, log)
     refused: list[Unsupported] = []
     if run_coll:
         t0 = time.perf_counter()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["merge_passes", "median_ci", "median_order_interval", "CpuTicks", "read_cpu_ticks", "parse_cpu_ticks", "Snapshot", "snapshot", "Thresholds",
+__all__ = ["merge_passes", "merged_measurements", "median_ci", "median_order_interval", "CpuTicks", "read_cpu_ticks", "parse_cpu_ticks", "Snapshot", "snapshot", "Thresholds",
            "Contention", "assess", "contention_between", "row_spread", "measurements_contention",
            "benchmark_key"]
 
@@ -206,6 +206,17 @@ def benchmark_key(row) -> tuple:
     params (less the engine cost a backward row records, which is measured, not chosen)."""
     params = tuple(sorted((k, str(v)) for k, v in row.params.items() if k != "autograd_call_s"))
     return (row.bench, row.phase, str(row.dtype), row.calls, params)
+
+
+def merged_measurements(passes: Sequence, **settings):
+    """One :class:`~simtrain.calibrate.records.Measurements` from several single passes, as
+    ``st.measure(passes=N)`` keeps its own: rows by :func:`merge_passes`, the first pass's machine,
+    settings and refusals, ``passes`` = their number (plus ``settings``), wall time summed."""
+    from simtrain.calibrate.records import Measurements
+    first = passes[0]
+    return Measurements(tuple(merge_passes([m.rows for m in passes])), first.machine,
+                        {**first.settings, "passes": len(passes), **settings}, first.unsupported,
+                        wall_s=sum(m.wall_s for m in passes))
 
 
 def median_order_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:

@@ -150,3 +150,17 @@ def test_repeatability_refuses_options_it_cannot_honour(argv, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 2 and "--" in capsys.readouterr().err
+
+
+def test_merged_measurements_is_the_median_of_pass_medians_with_summed_wall_time():
+    """Passes of 1.0, 3.0 and 2.0 s on one GEMM → 2.0 s; wall 1 + 2 + 3 s; settings from the first pass,
+    ``passes`` = 3, extra settings added."""
+    from simtrain.calibrate.records import Measurements
+    from simtrain.calibrate.robust import merged_measurements
+    facts = _facts()
+    ps = [Measurements((_gemm(t, 1),), facts, {"grid": "full", "passes": 1}, wall_s=w)
+          for t, w in ((1.0, 1.0), (3.0, 2.0), (2.0, 3.0))]
+    m = merged_measurements(ps, rounds=3)
+    assert [r.median_s for r in m.rows] == [2.0]
+    assert m.wall_s == 6.0 and m.settings["passes"] == 3 and m.settings["rounds"] == 3
+    assert m.settings["grid"] == "full" and m.machine == facts
