@@ -127,14 +127,15 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     if finish_s is None:
         finish_s = pipeline_finish_s([st.forward_s / v for st in stages], [st.backward_s / v for st in stages], m,
                                      cfg.pipeline_schedule, v, [st.sync_before_s for st in stages])
-    ends = [f + st.sync_after_s + st.optimizer_s for f, st in zip(finish_s, stages, strict=True)]
+    waits = [_sync_wait_s(cluster, lay, st) for st in stages]
+    ends = [f + w + st.sync_after_s + st.optimizer_s for f, w, st in zip(finish_s, waits, stages, strict=True)]
     last = max(range(len(stages)), key=ends.__getitem__)
     ender, slowest = stages[last], max(stages, key=lambda st: st.microbatch_s)
     busy_s = ends[last]
     data = (data or (lambda s: pipeline_times(cfg.data, cfg.global_batch_size / lay.dp, s, cluster.node)))(busy_s)
     breakdown = {
         "compute": m * (ender.fw_s + ender.bw_s), "recompute": m * ender.recompute_s,
-        "comm_exposed": m * ender.exposed_comm_s() + ender.sync_before_s + ender.sync_after_s,
+        "comm_exposed": m * ender.exposed_comm_s() + ender.sync_before_s + ender.sync_after_s + waits[last],
         "pipeline_bubble": max(0.0, finish_s[last] - (ender.sync_before_s + m * ender.microbatch_s)),
         "data_stall": data.stall_s, "optimizer": ender.optimizer_s,
     }
@@ -156,7 +157,7 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
         price_per_device_hour=_value(cluster.device.price_per_hour), tdp_w=_value(cluster.device.tdp_w),
         idle_power_w=_value(cluster.device.idle_power_w),
         eval_time_per_step_s=_eval_per_step(cfg, slowest, lay), attention_flops=cfg.attention_flops, engine=engine,
-        stack=stack_of(cfg).name)
+        stack=stack_of(cfg).name, sync_wait_s=waits[last])
     name, why = bottleneck_of(report, ender, data)
     object.__setattr__(report, "bottleneck", name)
     object.__setattr__(report, "bottleneck_reason", why)
@@ -166,6 +167,18 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
         report, device_kind=cluster.device.kind, model_class=model_class_of(model)) + ((emulated,) if emulated else ())
         + accelerator_notes(report, cluster.device, model, program.regime.weight_bytes))
     return report
+
+
+def _sync_wait_s(cluster: Cluster, lay: Layout, stage) -> float:
+    """The stage's expected wait for the slowest of the job's ranks at its gradient sync: its own
+    forward + backward (+ recompute) work scaled by the device's measured jitter
+    (``Efficiency.rank_jitter_sigma``; cost/variability.py). Every rank of a synchronous step is tied
+    to every other through the collectives, so N is the whole job (dp · tp · pp · cp)."""
+    from simtrain.cost.compute import device_efficiency
+    from simtrain.cost.variability import sync_wait_seconds
+    sigma = device_efficiency(cluster.device).rank_jitter_sigma
+    work_s = lay.micro_batches * (stage.fw_s + stage.bw_s + stage.recompute_s)
+    return sync_wait_seconds(work_s, lay.dp * lay.tp * lay.pp * lay.cp, sigma)
 
 
 def _value(sourced):

@@ -17,7 +17,8 @@ the two steps' samples alternate):
 
 Predicted: ``st.estimate`` on a one-node cluster of two calibrated 1-thread devices (measured with a
 neighbour process running the same benches on the other core, ``st.measure(colocated=2)``: what a
-rank's core delivers while the other rank computes) joined by the
+rank's core delivers while the other rank computes; the same calibration's lockstep ranks measure
+how long a step waits for the slower rank, ``Efficiency.rank_jitter_sigma``) joined by the
 calibrated gloo link (:func:`simtrain.calibrate.fit.profile_link`) on a plain switch fabric, with
 ``TrainConfig(dp=2, dp_overlap=True | False, dp_bucket_bytes=BUCKET_BYTES)``; the per-rank micro-batch
 is the per-process batch. Buckets are 2 MiB on both sides (``DDP(bucket_cap_mb=2)``) so the models'
@@ -286,6 +287,7 @@ def ddp_cases(w, model, cluster: Cluster, times: DdpTimes) -> list[Case]:
         tag = "overlap" if overlap else "no_overlap"
         out.append(Case(f"{w.name}/{w.size} dp2 b{times.per_rank_batch} {tag}", "ddp_step", r.step_time_s, measured,
                         detail={"breakdown_s": dict(r.time_breakdown_s), "dp_comm_s": _dp_comm_s(r),
+                                "sync_wait_s": r.sync_wait_s,
                                 "simulated_s": sim.step_time_s,
                                 "feasible": r.feasible, "reasons": list(r.reasons),
                                 "measured_rank_alone_s": times.alone_s,
@@ -301,7 +303,8 @@ def attribution_markdown(cases: list[Case]) -> list[str]:
     (no communication), then the communication the prediction adds and the measured DDP steps."""
     lines = ["Milliseconds per step. 'local' = forward + backward + optimizer of one rank.", "",
              "| model | predicted local | measured: rank alone | measured: both ranks, no comm | "
-             "predicted exposed comm | predicted step | simulated step | measured DDP (overlap / no overlap) |",
+             "predicted exposed comm (of it: wait for the slower rank) | predicted step | simulated step | "
+             "measured DDP (overlap / no overlap) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     steps = [c for c in cases if c.metric == "ddp_step"]
     for c in steps:
@@ -312,6 +315,7 @@ def attribution_markdown(cases: list[Case]) -> list[str]:
         local = b.get("compute", 0.0) + b.get("optimizer", 0.0)
         lines.append(f"| {c.case.rsplit(' ', 1)[0]} | {local * 1e3:.1f} | {c.detail['measured_rank_alone_s'] * 1e3:.1f} "
                      f"| {c.detail['measured_ranks_concurrent_no_comm_s'] * 1e3:.1f} | {b.get('comm_exposed', 0.0) * 1e3:.1f} "
+                     f"({c.detail.get('sync_wait_s', 0.0) * 1e3:.1f}) "
                      f"| {c.predicted * 1e3:.1f} | {c.detail.get('simulated_s', float('nan')) * 1e3:.1f} "
                      f"| {c.measured * 1e3:.1f} / "
                      f"{other.measured * 1e3 if other else float('nan'):.1f} |")

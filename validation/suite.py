@@ -275,7 +275,8 @@ def _notes(cfg: SuiteConfig, cases: list[Case], cal: Calibrated) -> list[str]:
         notes.append("peak_memory is not compared on CPU (torch.cuda.max_memory_allocated exists only on GPUs).")
         notes.append("DDP: gloo over loopback, 2 processes × 1 thread on this machine's cores; predicted "
                      "from a 1-thread calibration measured with a neighbour process running the same benches on the "
-                     "other core (st.measure colocated=2: the ranks share the host) and the calibrated gloo link on "
+                     "other core (st.measure colocated=2: the ranks share the host; its lockstep ranks give the "
+                     "wait for the slower rank, rank_jitter_sigma) and the calibrated gloo link on "
                      "a plain switch fabric"
                      + (f"; {cfg.rounds} rounds of a 1-thread calibration pass and the DDP timings, the "
                         "calibration merged over them and each timing's median compared (per-round times in "

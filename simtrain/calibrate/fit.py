@@ -28,6 +28,7 @@ from typing import Any
 
 from simtrain.calibrate.base_device import default_base
 from simtrain.calibrate.bench_cold import fit_step_state
+from simtrain.calibrate.bench_jitter import fit_rank_jitter
 from simtrain.calibrate.bench_layout import fit_conv_layout
 from simtrain.calibrate.bench_memory import fit_first_touch
 from simtrain.calibrate.bench_rng import fit_rng
@@ -108,10 +109,10 @@ def _memory_start(eff: Efficiency, m: Measurements) -> Efficiency:
     0.5, fit_compute._CACHE), first-touch cost of fresh pages
     (calibrate/bench_memory.py), the dropout draw rate (calibrate/bench_rng.py) and the NCHW layout
     reorders of convolutions (calibrate/bench_layout.py), an op's extra cost inside a step
-    (calibrate/bench_cold.py); unchanged where
+    (calibrate/bench_cold.py), the ranks' per-step jitter (calibrate/bench_jitter.py); unchanged where
     the measurements have none of them."""
     update: dict[str, float] = (dict(fit_first_touch(m.rows)) | fit_rng(m.rows) | fit_conv_layout(m.rows)
-                                | fit_step_state(m.rows))
+                                | fit_step_state(m.rows) | fit_rank_jitter(m.rows))
     llc = float(m.settings.get("llc_bytes") or 0.0)
     if llc > 0:
         update.update(cache_bytes=llc, cache_miss_bandwidth_fraction=0.5)

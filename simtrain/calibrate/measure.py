@@ -22,6 +22,9 @@ from pathlib import Path
 
 from simtrain.calibrate import sentinels
 from simtrain.calibrate.bench_cold import bench_step_state
+from simtrain.calibrate.bench_jitter import BENCH as JITTER_BENCH
+from simtrain.calibrate.bench_jitter import ROUNDS as JITTER_ROUNDS
+from simtrain.calibrate.bench_jitter import bench_rank_jitter
 from simtrain.calibrate.bench_layout import bench_conv_layout
 from simtrain.calibrate.bench_memory import bench_first_touch, last_level_cache_bytes
 from simtrain.calibrate.bench_ops import MATRIX_BENCHES, Bench, bench_autograd_call
@@ -55,13 +58,19 @@ def _check_device(device: str) -> None:
         raise SpecError.one(None, "device", "cuda requested but torch.cuda.is_available() is False")
 
 
-def _groups(only: Iterable[str] | None, collectives: bool) -> tuple[list[str], bool]:
-    names = list(BENCH_GROUPS) + ["collectives"]
+_APART = ("collectives", JITTER_BENCH)
+"""Groups that run outside the compute passes: the collectives after the neighbours stop, and the
+rank-jitter bench, whose lockstep ranks are the neighbours (``colocated`` > 1 only)."""
+
+
+def _groups(only: Iterable[str] | None, collectives: bool) -> tuple[list[str], bool, bool]:
+    """(compute groups, run the collectives, run the rank-jitter bench) for ``only``."""
+    names = list(BENCH_GROUPS) + list(_APART)
     chosen = names if only is None else list(only)
     unknown = [n for n in chosen if n not in names]
     if unknown:
         raise SpecError.one(None, "only", f"unknown bench groups {unknown}; known: {', '.join(names)}")
-    return [n for n in chosen if n != "collectives"], collectives and "collectives" in chosen
+    return [n for n in chosen if n not in _APART], collectives and "collectives" in chosen, JITTER_BENCH in chosen
 
 
 def _load() -> float:
@@ -200,7 +209,7 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
 
     ``grid`` is "tiny" | "quick" | "full" (default: "quick" if ``quick`` else "full"); ``threads`` the
     intra-op thread count for the compute benches (default: torch's current count); ``only`` a subset
-    of :data:`BENCH_GROUPS` plus "collectives"; ``collective_threads`` the torch threads of each
+    of :data:`BENCH_GROUPS` plus "collectives" and "rank_jitter"; ``collective_threads`` the torch threads of each
     collective rank. ``out``: also save the result there (JSON, or Parquet by suffix). ``passes``: time
     the compute grid that many times, one full pass after another, and keep per benchmark the median of
     the pass medians (``robust.merge_passes``): on a shared machine the speed drifts over minutes,
@@ -208,7 +217,10 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     this host's CPU (DDP with one process per core): the compute benches then run while
     ``colocated − 1`` other processes run the same benches at ``threads`` threads each, so the rows
     carry what the neighbours take (shared caches, memory bandwidth, the hypervisor's cores) — the
-    device a rank sees, not the machine alone. The collectives run after the neighbours stop.
+    device a rank sees, not the machine alone. When the neighbours stop, ``colocated`` ranks run one
+    workload in lockstep to measure how long a synchronous step waits for the slowest of them
+    (``rank_jitter``, calibrate/bench_jitter.py; ``JITTER_ROUNDS`` rounds per pass); the collectives
+    run last.
     """
     import torch
     _check_colocated(colocated, device)
@@ -222,10 +234,14 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     start, load_start, snap0 = time.perf_counter(), _load(), snapshot()
     if load_start > 0.25 * max(1, os.cpu_count() or 1):
         log(f"warning: load average {load_start} before measuring: other processes will skew the times")
-    groups, run_coll = _groups(only, collectives)
+    groups, run_coll, run_jitter = _groups(only, collectives)
     if passes < 1:
         raise SpecError.one(None, "passes", f"must be at least 1, got {passes}")
     rows = _compute_passes(device, g, grid_name, groups, threads, passes, colocated, log)
+    run_jitter = run_jitter and colocated > 1
+    if run_jitter:
+        rows += bench_rank_jitter(colocated, threads, JITTER_ROUNDS * passes)
+        log(f"{JITTER_BENCH}: {colocated} ranks in lockstep, {JITTER_ROUNDS * passes} rounds")
     refused: list[Unsupported] = []
     if run_coll:
         t0 = time.perf_counter()
@@ -235,7 +251,8 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     facts = machine_facts(device, threads)
     steal, other = contention_between(snap0, snapshot(), facts.cpu_cores)
     settings = {"grid": grid_name, "threads": threads, "collective_threads": collective_threads,
-                "groups": ",".join(groups + (["collectives"] if run_coll else [])), "passes": passes,
+                "groups": ",".join(groups + (["collectives"] if run_coll else []) + ([JITTER_BENCH] if run_jitter else [])),
+                "passes": passes,
                 "plan": str(g.plan), "loadavg_1min_start": load_start, "loadavg_1min_end": _load(),
                 "steal_fraction": steal, "other_cpu_fraction": other, "colocated": colocated,
                 "llc_bytes": last_level_cache_bytes() if device == "cpu" else 0.0}

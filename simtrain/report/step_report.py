@@ -164,6 +164,9 @@ class StepReport:
     stack: str = ""
     """The software stack the step was costed for (TrainConfig.stack, resolved)."""
     notes: tuple[str, ...] = ()
+    sync_wait_s: float = 0.0
+    """Of ``time_breakdown_s["comm_exposed"]``, the expected wait for the slowest rank at the gradient
+    sync (the device's measured per-step jitter, ``Efficiency.rank_jitter_sigma``; 0 on one rank)."""
     warnings: tuple[str, ...] = ()
     """Sanity flags (report/sanity.py): implausible MFU/HFU, communication- or data-bound, memory full."""
 
@@ -272,7 +275,7 @@ class StepReport:
             "bottleneck_reason": self.bottleneck_reason, "layout": dict(self.layout),
             "memory": self.memory.to_dict() if self.memory else None,
             "top_ops": [asdict(o) for o in self.top_ops], "comm": [asdict(c) for c in self.comm],
-            "attention_flops": self.attention_flops, "notes": list(self.notes),
+            "attention_flops": self.attention_flops, "notes": list(self.notes), "sync_wait_s": self.sync_wait_s,
             "warnings": list(self.warnings),
         }
         return d

@@ -12,8 +12,8 @@ optimizer, overlap and fusion switches), resolved once per distinct combination 
 resolves them (stack defaults, attention kernel, precision support). Valid points are grouped by
 pipeline structure and costed by search/vector_core.py. Settings the factoring does not cover
 (weight-streaming devices, emulated precisions, a data pipeline that can stall, frozen layers,
-partial recomputation) and grid keys outside the two lists fall back to ``st.estimate`` per point —
-exact, only slower.
+partial recomputation, a device profile with measured rank jitter) and grid keys outside the two
+lists fall back to ``st.estimate`` per point — exact, only slower.
 """
 
 from __future__ import annotations
@@ -70,7 +70,14 @@ def _vectorizable(cfg, cluster) -> bool:
     d = cfg.data
     data_free = d.sample_bytes is None and d.device_bytes_per_sample is None and d.transform_seconds_per_sample == 0
     return (data_free and not cfg.frozen_prefixes and cfg.recompute_num_layers is None
-            and cfg.recompute_every_k_blocks is None and cluster.device.memory_external is None)
+            and cfg.recompute_every_k_blocks is None and cluster.device.memory_external is None
+            and _jitter_free(cluster.device))
+
+
+def _jitter_free(device) -> bool:
+    """No measured rank jitter: the factoring has no term for the wait for the slowest rank."""
+    from simtrain.cost.compute import device_efficiency
+    return device_efficiency(device).rank_jitter_sigma == 0.0
 
 
 def _setting(model, cluster, fields: dict, tables: dict):
@@ -235,8 +242,8 @@ def _distinct(codes: dict, uniques: dict, axes: list[str], n: int):
 
 
 def _run(model, cluster, cfg, codes: dict, uniques: dict, n: int, frame: bool):
-    from simtrain.inputs import as_cluster, as_model
-    model, cluster = as_model(model), as_cluster(cluster)
+    from simtrain.inputs import as_cluster, as_config, as_model
+    model, cluster, cfg = as_model(model), as_cluster(cluster), as_config(cfg)
     covered = _check_keys(codes)
     base = cfg.model_dump(exclude_unset=True)
     lay_axes = [k for k in LAYOUT_AXES if k in codes] if covered else list(codes)

@@ -30,9 +30,9 @@ from types import MappingProxyType
 import numpy as np
 import simpy
 
+from simtrain.cost.variability import Variability, expected_slowdown, sample_step_factors
 from simtrain.errors import SpecError
 from simtrain.sim.goodput_report import LOST_KEYS, IntervalScan, RunEvent, RunResult
-from simtrain.sim.variability import Variability, expected_slowdown, sample_step_factors
 from simtrain.sim.young_daly import daly_interval_s, young_interval_s
 
 __all__ = ["simulate_run", "plan_run", "scan_checkpoint_intervals", "RunPlan", "RunResult", "RunEvent",

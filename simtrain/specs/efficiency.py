@@ -126,6 +126,13 @@ class Efficiency(Spec):
     (weights, saved activations, a second operand, the memory its output goes to): all it moves but
     the tensor the op just before it wrote (``cost.op_cost``), and the optimizer's whole pass. 0: the
     step is costed with the benchmarks' own (cache-warm) memory model (calibrate/bench_cold.py)."""
+    rank_jitter_sigma: Annotated[float, Field(ge=0, le=2)] = 0.0
+    """σ of the lognormal (mean 1) factor by which one rank's time for the same work varies from step
+    to step (cost/variability.py). Ranks of a synchronous job meet at the gradient sync, so each step
+    lasts as long as its slowest rank: the cost layer adds ``E[max of N ranks] − 1`` times a rank's
+    forward + backward work as a wait inside the sync (two ranks: 2·Φ(σ/√2) − 1, ≈ 0.56·σ). Measured
+    by ranks sharing a host running the same work in lockstep (calibrate/bench_jitter.py,
+    ``st.measure(colocated=N)``); 0: ranks finish together (datasheet devices)."""
     backward_compute: dict[OpClass, ComputeCurve] = Field(default_factory=dict)
     """Curves for the backward phases (activation- and weight-gradient) of classes whose backward
     kernels run at a different rate from their forward (a CPU's oneDNN convolution backward: other
