@@ -273,6 +273,11 @@ def predict_ddp(model, cluster: Cluster, per_rank_batch: int, optimizer: str, ov
     return st.estimate(model, cluster, cfg)
 
 
+def _jitter_sigma(cluster: Cluster) -> float:
+    from simtrain.cost.compute import device_efficiency
+    return device_efficiency(cluster.node.device).rank_jitter_sigma
+
+
 def _dp_comm_s(report: st.StepReport) -> float:
     return sum(c.total_s for c in report.comm if c.axis == "dp")
 
@@ -287,7 +292,7 @@ def ddp_cases(w, model, cluster: Cluster, times: DdpTimes) -> list[Case]:
         tag = "overlap" if overlap else "no_overlap"
         out.append(Case(f"{w.name}/{w.size} dp2 b{times.per_rank_batch} {tag}", "ddp_step", r.step_time_s, measured,
                         detail={"breakdown_s": dict(r.time_breakdown_s), "dp_comm_s": _dp_comm_s(r),
-                                "sync_wait_s": r.sync_wait_s,
+                                "sync_wait_s": r.sync_wait_s, "rank_jitter_sigma": _jitter_sigma(cluster),
                                 "simulated_s": sim.step_time_s,
                                 "feasible": r.feasible, "reasons": list(r.reasons),
                                 "measured_rank_alone_s": times.alone_s,
@@ -327,4 +332,10 @@ def attribution_markdown(cases: list[Case]) -> list[str]:
                   f"simulator (gradient buckets as events on the shared gloo link) "
                   f"{mape(lambda c: c.detail['simulated_s']):.1f} %. Neither models the two ranks sharing one "
                   "CPU's cores with the gloo threads (the 'both ranks, no comm' column)."]
+        sigma = sims[0].detail.get("rank_jitter_sigma")
+        if sigma is not None:
+            from simtrain.cost.variability import sync_wait_seconds
+            lines[-1] += (f" The wait for the slower rank comes from the calibration's lockstep ranks "
+                          f"(calibrate/bench_jitter.py): rank_jitter_sigma {sigma:.3f}, a step waiting "
+                          f"{100 * sync_wait_seconds(1.0, WORLD, sigma):.1f} % of a rank's forward + backward.")
     return lines
