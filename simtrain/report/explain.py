@@ -59,10 +59,18 @@ def bottleneck_of(report, crit, data) -> tuple[str, str]:
         "memory_bandwidth": f"{pct:.0f}% of the step is ops limited by memory bandwidth "
                             f"(elementwise, norms, optimizer) rather than by FLOP/s",
         "communication": f"{pct:.0f}% of the step waits on communication nothing overlaps "
-                         f"({', '.join(f'{c.axis} {c.exposed_s * 1e3:.1f} ms' for c in report.comm if c.exposed_s > 0)})",
+                         f"({', '.join(_exposed_parts(report))})",
         "data": f"the input pipeline's {data.limiting_stage} stage cannot keep up: the device idles "
                 f"{pct:.0f}% of the step (utilization {100 * data.utilization:.0f}%)",
         "bubble": f"{pct:.0f}% of the step is pipeline bubble: too few micro-batches "
                   f"({report.layout.get('micro_batches')}) for {report.layout.get('pp')} stages",
     }[name]
     return name, why
+
+
+def _exposed_parts(report) -> list[str]:
+    """Each axis's exposed communication, and the wait for the slowest rank where there is one."""
+    parts = [f"{c.axis} {c.exposed_s * 1e3:.1f} ms" for c in report.comm if c.exposed_s > 0]
+    if report.sync_wait_s > 0:
+        parts.append(f"{report.sync_wait_s * 1e3:.1f} ms waiting for the slowest rank")
+    return parts

@@ -125,3 +125,14 @@ def test_lockstep_ranks_on_this_machine():
     assert (each.repeats, slowest.repeats) == (8, 4)
     assert slowest.median_s >= each.median_s > 0
     assert fit_rank_jitter([each, slowest])["rank_jitter_sigma"] >= 0.0
+
+
+def test_the_communication_reason_names_the_wait():
+    from types import SimpleNamespace
+
+    from simtrain.report.explain import _exposed_parts
+    from simtrain.report.step_report import CommReport
+    report = SimpleNamespace(comm=(CommReport("dp", 0.004, 0.002, 1e6), CommReport("tp", 0.001, 0.0, 1e5)),
+                             sync_wait_s=0.0015)
+    assert _exposed_parts(report) == ["dp 2.0 ms", "1.5 ms waiting for the slowest rank"]
+    assert _exposed_parts(SimpleNamespace(comm=report.comm, sync_wait_s=0.0)) == ["dp 2.0 ms"]
