@@ -24,7 +24,12 @@ from scipy.optimize import least_squares
 
 from simtrain.calibrate.predict import predict_row, row_gemm, row_optimizer
 from simtrain.calibrate.records import Row
-from simtrain.cost.compute import GROUPED_CONV_KIND, MATRIX_CLASSES, matrix_peak_flops_per_s
+from simtrain.cost.compute import (
+    DEPTHWISE_CONV_KIND,
+    GROUPED_CONV_KIND,
+    MATRIX_CLASSES,
+    matrix_peak_flops_per_s,
+)
 from simtrain.cost.optimizer import tensor_overhead_key
 from simtrain.glossary import OpClass
 from simtrain.specs.hardware import ComputeCurve, Device, Efficiency
@@ -66,13 +71,13 @@ _OPTIM_MIN_START_S = 1e-6
 _KIND = "kind:"
 """Prefix of an op kind's own curve (``Efficiency.kind_compute``), e.g. ``kind:maxpool@bw.half_flops``."""
 _KIND_CLASSES = {"maxpool": OpClass.REDUCTION, "layernorm": OpClass.NORM, "rmsnorm": OpClass.NORM,
-                 "batchnorm": OpClass.NORM, GROUPED_CONV_KIND: OpClass.CONV}
+                 "batchnorm": OpClass.NORM, GROUPED_CONV_KIND: OpClass.CONV, DEPTHWISE_CONV_KIND: OpClass.CONV}
 """Benches named after an op kind whose rows fit that kind's own curve, with the class it falls back to.
 On a CPU the three normalisations are different loops (layer norm: one fused Welford pass per row;
 RMS norm: a composite of pow, mean, rsqrt and mul kernels below torch 2.x's fused path; batch norm:
 statistics over N·H·W per channel of an NCHW tensor, a strided reduction), 2–3× apart per byte.
 Grouped and depthwise convolutions (conv2d rows with groups > 1) run other kernels than dense ones
-(cost/compute.py ``curve_kind``): their own curve, forward and backward."""
+and than each other (cost/compute.py ``curve_kind``): a curve each, forward and backward."""
 _SHADOWED = frozenset({"layernorm", "rmsnorm", "batchnorm"})
 """Kinds whose rows also fit their class's curve (as if they had no curve of their own), so the class
 curve still speaks for the class's other kinds (group norm) instead of falling back to the base."""
@@ -102,10 +107,12 @@ def _names(classes: Sequence[OpClass], cache: bool = False, bw_classes: Sequence
 
 
 def row_kind(row: Row) -> str:
-    """The curve key a row speaks for: its bench (an op kind), or :data:`GROUPED_CONV_KIND` for a
-    conv2d row with groups > 1 (as ``cost.compute.curve_kind`` prices the graph's ops)."""
-    if row.bench == "conv2d" and int(row.params.get("groups", 1)) > 1:
-        return GROUPED_CONV_KIND
+    """The curve key a row speaks for: its bench (an op kind), or for a conv2d row with groups > 1
+    :data:`DEPTHWISE_CONV_KIND` (one output channel per group) or :data:`GROUPED_CONV_KIND`, as
+    ``cost.compute.curve_kind`` prices the graph's ops."""
+    groups = int(row.params.get("groups", 1))
+    if row.bench == "conv2d" and groups > 1:
+        return DEPTHWISE_CONV_KIND if int(row.params["k"]) == groups else GROUPED_CONV_KIND
     return row.bench
 
 

@@ -151,14 +151,28 @@ def _rows_and_depth(gemm: Gemm, m_rows: int, phase: str) -> tuple[float, float]:
 
 
 GROUPED_CONV_KIND = "grouped_conv"
-"""The curve key of grouped and depthwise convolutions (``Efficiency.kind_compute``)."""
+"""The curve key of grouped convolutions (``Efficiency.kind_compute``), and of depthwise ones where a
+profile has no :data:`DEPTHWISE_CONV_KIND` curve."""
+DEPTHWISE_CONV_KIND = "depthwise_conv"
+"""The curve key of depthwise convolutions: one output channel per group."""
 
 
 def curve_kind(kind: str | None, op_class: OpClass, gemm: Gemm | None) -> str | None:
     """The kind whose curve prices a kernel: a grouped or depthwise convolution (its GEMM's batch is
-    the group count) runs other kernels than a dense one — oneDNN's ``jit_uni_dw_conv`` for depthwise,
-    a loop over groups otherwise; cuDNN's grouped kernels — so it is :data:`GROUPED_CONV_KIND`."""
+    the group count) runs other kernels than a dense one. A depthwise one (one output channel per
+    group, ``gemm.n`` = 1) is :data:`DEPTHWISE_CONV_KIND`: oneDNN's ``jit_uni_dw_conv`` streams
+    channel blocks with R·S multiply-adds per output (≈ 2 FLOP per byte moved at 3×3), a memory-bound
+    loop unlike the per-group GEMMs of a grouped one (:data:`GROUPED_CONV_KIND`; cuDNN likewise has
+    separate depthwise kernels)."""
     if op_class is OpClass.CONV and gemm is not None and gemm.batch > 1:
+        return DEPTHWISE_CONV_KIND if gemm.n == 1 else GROUPED_CONV_KIND
+    return kind
+
+
+def _priced_kind(eff: Efficiency, kind: str | None) -> str | None:
+    """``kind``, or the grouped curve for a depthwise conv on a profile fitted before the depthwise
+    curve existed (it has a grouped curve and no depthwise one)."""
+    if kind == DEPTHWISE_CONV_KIND and DEPTHWISE_CONV_KIND not in eff.kind_compute:
         return GROUPED_CONV_KIND
     return kind
 
@@ -170,7 +184,7 @@ def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DTyp
     :func:`curve_kind`)."""
     if flops <= 0:
         return 0.0
-    curve = eff.phase_curve(op_class, phase, curve_kind(kind, op_class, gemm))
+    curve = eff.phase_curve(op_class, phase, _priced_kind(eff, curve_kind(kind, op_class, gemm)))
     if op_class in MATRIX_CLASSES:
         peak = matrix_peak_flops_per_s(device, dtype) * alignment_factor(_conv_lanes(gemm, op_class), m_rows, device)
     else:

@@ -441,6 +441,39 @@ def test_grouped_convolutions_have_their_own_curve_key():
     assert curve_kind("bmm", OpClass.MATMUL, Gemm(64, 64, 64, 8)) == "bmm"               # batched GEMM: not a conv
 
 
+def test_depthwise_convolutions_have_their_own_curve_and_fall_back_to_the_grouped_one():
+    """One output channel per group (Gemm n = 1) is depthwise: its own curve where the profile has one,
+    else the grouped curve (a profile fitted before the split). compute_seconds = flops / achieved with
+    achieved = peak · sustained · pf · flops / (flops + half_flops) (no rows / depth ramp here)."""
+    from simtrain.calibrate.fit_compute import row_kind
+    from simtrain.cost.compute import (
+        DEPTHWISE_CONV_KIND,
+        GROUPED_CONV_KIND,
+        compute_seconds,
+        curve_kind,
+        matrix_peak_flops_per_s,
+    )
+    from simtrain.graph.op import Gemm
+    from simtrain.specs.hardware import ComputeCurve
+    dw = Gemm(64, 1, 9, 128)  # 128 channels, 3×3, 8×8 map
+    assert curve_kind("conv2d", OpClass.CONV, dw) == DEPTHWISE_CONV_KIND
+    params = {"n": 16, "c": 128, "h": 8, "w": 8, "k": 128, "r": 3, "s": 3, "stride": 1, "pad": 1, "p": 8, "q": 8}
+    assert row_kind(_row("conv2d", dict(params, groups=128), 1e-4)) == DEPTHWISE_CONV_KIND
+    assert row_kind(_row("conv2d", dict(params, groups=32), 1e-4)) == GROUPED_CONV_KIND
+    import simtrain as st
+    dev = st.load_device("host-cpu")
+    grouped = ComputeCurve(peak_fraction=0.5, half_flops=0.0)
+    depthwise = ComputeCurve(peak_fraction=0.1, half_flops=1e6)
+    old = _EFF.model_copy(update={"kind_compute": {GROUPED_CONV_KIND: grouped}})
+    new = _EFF.model_copy(update={"kind_compute": {GROUPED_CONV_KIND: grouped, DEPTHWISE_CONV_KIND: depthwise}})
+    flops = 2 * 9 * 64 * 128 * 16.0  # 2.36 MFLOP
+    peak = matrix_peak_flops_per_s(dev, DType.FP32) * _EFF.sustained_clock_fraction
+    assert compute_seconds(flops, OpClass.CONV, dev, DType.FP32, old, dw, 64 * 16) == pytest.approx(
+        flops / (peak * 0.5))
+    assert compute_seconds(flops, OpClass.CONV, dev, DType.FP32, new, dw, 64 * 16) == pytest.approx(
+        (flops + 1e6) / (peak * 0.1))
+
+
 def test_profiler_overhead_is_taken_out_per_unit():
     from simtrain.calibrate.trace import TraceTimes
     from simtrain.calibrate.trace_fit import without_profiler_overhead
