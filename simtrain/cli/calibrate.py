@@ -54,7 +54,9 @@ def register(subparsers) -> None:
     p.add_argument("--colocated", type=int, default=1, metavar="RANKS",
                    help="CPU ranks that will share this host (one process per core, as DDP on CPU): the compute "
                         "benches run beside RANKS − 1 processes running the same benches, so the profile is "
-                        "what one rank's cores deliver with its neighbours busy (default 1: the machine alone)")
+                        "what one rank's cores deliver with its neighbours busy; then RANKS processes run one "
+                        "workload in lockstep to measure how long a synchronous step waits for the slowest "
+                        "(rank_jitter_sigma) (default 1: the machine alone)")
     p.add_argument("--base", help="device spec to start from (library name or path; default: see docs)")
     p.add_argument("--measurements", type=Path,
                    help="read measurements from this JSON if it exists, else measure and save them here")
