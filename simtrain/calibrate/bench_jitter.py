@@ -37,6 +37,7 @@ import sys
 import time
 
 from simtrain.calibrate.records import Row
+from simtrain.errors import SimtrainError
 from simtrain.glossary import DType
 
 __all__ = ["BENCH", "ROUNDS", "JITTER_MODULE", "bench_rank_jitter", "jitter_rows", "fit_rank_jitter", "main"]
@@ -51,7 +52,6 @@ _GEMM = 256
 _GEMMS = 30
 _RELU_NUMEL = 1 << 20
 _RELUS = 8
-_START_TIMEOUT_S = 120.0
 
 
 def _work(a, b, x) -> None:
@@ -102,7 +102,7 @@ def _lockstep(procs: list[subprocess.Popen], rounds: int) -> list[list[float]]:
 def _answer(p: subprocess.Popen) -> float:
     line = p.stdout.readline()
     if not line:
-        raise RuntimeError(f"a rank of the jitter bench exited (code {p.poll()})")
+        raise SimtrainError(f"a rank of the rank-jitter bench exited mid-run (status {p.poll()})")
     return float(line)
 
 
@@ -113,10 +113,11 @@ def bench_rank_jitter(ranks: int, threads: int, rounds: int = ROUNDS) -> list[Ro
     procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                               env=_child_env(), text=True) for _ in range(ranks)]
     try:
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        for p in procs:
-            if p.stdout.readline().strip() != "ready" or time.monotonic() > deadline:
-                raise RuntimeError(f"a rank of the jitter bench did not start (code {p.poll()})")
+        for p in procs:  # a rank that fails to start closes its output: readline returns ""
+            if p.stdout.readline().strip() != "ready":
+                p.wait(timeout=30)
+                raise SimtrainError(f"a rank of the rank-jitter bench ({' '.join(cmd[1:])}) did not start "
+                                    f"(status {p.returncode})")
         per_round = _lockstep(procs, rounds)
         for p in procs:
             p.stdin.write("stop\n")

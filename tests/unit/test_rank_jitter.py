@@ -136,3 +136,11 @@ def test_the_communication_reason_names_the_wait():
                              sync_wait_s=0.0015)
     assert _exposed_parts(report) == ["dp 2.0 ms", "1.5 ms waiting for the slowest rank"]
     assert _exposed_parts(SimpleNamespace(comm=report.comm, sync_wait_s=0.0)) == ["dp 2.0 ms"]
+
+
+def test_a_rank_that_cannot_start_is_a_clear_error(monkeypatch):
+    import simtrain.calibrate.bench_jitter as bj
+    from simtrain.errors import SimtrainError
+    monkeypatch.setattr(bj, "JITTER_MODULE", "simtrain.no_such_module")
+    with pytest.raises(SimtrainError, match="did not start"):
+        bj.bench_rank_jitter(2, 1, rounds=2)
