@@ -201,6 +201,14 @@ def _compute_passes(device: str, g: Grid, grid_name: str, groups: list[str], thr
     return merge_passes(runs) if passes > 1 else list(runs[0])
 
 
+def _rank_jitter(colocated: int, threads: int, passes: int, log: Callable[[str], None]) -> list[Row]:
+    """The lockstep bench's rows (calibrate/bench_jitter.py): ``JITTER_ROUNDS`` rounds per pass."""
+    rounds = JITTER_ROUNDS * passes
+    rows = bench_rank_jitter(colocated, threads, rounds)
+    log(f"{JITTER_BENCH}: {colocated} ranks in lockstep, {rounds} rounds")
+    return rows
+
+
 def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = None,
             threads: int | None = None, grid: str | None = None, only: Iterable[str] | None = None,
             collectives: bool = True, collective_threads: int = 1,
@@ -239,9 +247,7 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
         raise SpecError.one(None, "passes", f"must be at least 1, got {passes}")
     rows = _compute_passes(device, g, grid_name, groups, threads, passes, colocated, log)
     run_jitter = run_jitter and colocated > 1
-    if run_jitter:
-        rows += bench_rank_jitter(colocated, threads, JITTER_ROUNDS * passes)
-        log(f"{JITTER_BENCH}: {colocated} ranks in lockstep, {JITTER_ROUNDS * passes} rounds")
+    rows += _rank_jitter(colocated, threads, passes, log) if run_jitter else []
     refused: list[Unsupported] = []
     if run_coll:
         t0 = time.perf_counter()
