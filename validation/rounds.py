@@ -37,7 +37,8 @@ from validation.report import Case
 from validation.run_calibration import MeasuredRun
 from validation.workloads import unseen_workloads, workloads
 
-__all__ = ["round_path", "more_rounds", "ddp_rounds", "median_times", "contention_markdown"]
+__all__ = ["round_path", "more_rounds", "ddp_rounds", "median_times", "contention_markdown", "round_spread",
+           "spread_markdown"]
 
 _STEP_METRICS = {"step_time": "step_time_plain", "step_time_unseen": "step_time_plain_unseen"}
 
@@ -175,3 +176,32 @@ def contention_markdown(cases: list[Case], calibration: dict | None) -> list[str
                      f"| {_pct(pass_other[k] if k < len(pass_other) else None)} "
                      f"| {_pct(statistics.median(st_k) if st_k else None)}{spread} | {ratio:.3f} |")
     return lines
+
+
+def round_spread(cases: list[Case]) -> dict[str, float] | None:
+    """How far the measured steps themselves moved between rounds: per model, ``spread`` = (slowest −
+    quickest round) ÷ quickest and ``step`` = the largest change between consecutive rounds (÷ the
+    earlier), each as the median over the models (and the range of ``spread``); None with fewer than two
+    rounds. A prediction cannot be checked against a second calibration more finely than the steps it
+    predicts hold still between the two."""
+    per = [c.detail["rounds_s"] for c in cases
+           if c.metric in _STEP_METRICS and len(c.detail.get("rounds_s") or ()) > 1]
+    if not per:
+        return None
+    spread = [max(r) / min(r) - 1.0 for r in per]
+    step = [max(abs(b / a - 1.0) for a, b in zip(r[:-1], r[1:], strict=True)) for r in per]
+    return {"models": len(per), "rounds": min(len(r) for r in per), "spread_median": statistics.median(spread),
+            "spread_min": min(spread), "spread_max": max(spread), "step_median": statistics.median(step)}
+
+
+def spread_markdown(cases: list[Case]) -> list[str]:
+    """:func:`round_spread` as a paragraph for the report (nothing with fewer than two rounds)."""
+    s = round_spread(cases)
+    if s is None:
+        return []
+    return ["", f"The measured steps' own spread over the rounds ({s['models']} models): slowest round over "
+            f"quickest {_pct(s['spread_median'])} (median over the models; {_pct(s['spread_min'])} to "
+            f"{_pct(s['spread_max'])}), and the largest change between consecutive rounds "
+            f"{_pct(s['step_median'])} (median). The same step moves this much between rounds minutes apart "
+            "on this machine, so two calibrations taken minutes apart can agree no more closely than this "
+            "when each predicts the steps of its own time."]

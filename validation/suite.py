@@ -230,7 +230,7 @@ def _sections(cases: list[Case], diagnosis: dict | None, calibration: dict | Non
     report's calibration facts, for the machine's load during each pass)."""
     sections = [("Step time by op class", class_markdown(diagnosis))] if diagnosis else []
     if load := rounds.contention_markdown(cases, calibration):
-        sections.append(("Machine load by round", load))
+        sections.append(("Machine load by round", load + rounds.spread_markdown(cases)))
     if faults := steps.fresh_pages_markdown(cases):
         sections.append(("Allocator faults", faults))
     if runs := run_calibration.run_section(cases):

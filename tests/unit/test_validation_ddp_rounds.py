@@ -64,3 +64,20 @@ def test_load_by_round_pairs_each_pass_with_its_steps():
     assert lines[-2] == "| 2 | 0.0 % | 10.0 % | 3.0 % (2.0 %–4.0 %) | 1.150 |"
     assert lines[-1] == "| 3 | 5.0 % | – | 10.0 % (10.0 %–10.0 %) | 1.300 |"
     assert contention_markdown(cases, None) == [] and contention_markdown(cases[2:], cal) == []
+
+
+def test_round_spread_is_the_steps_own_movement_between_rounds():
+    from validation.rounds import round_spread, spread_markdown
+    cases = [Case("a", "step_time", 0.010, 0.012, detail={"rounds_s": [0.010, 0.012, 0.014]}),
+             Case("b", "step_time_unseen", 0.100, 0.110, detail={"rounds_s": [0.090, 0.110, 0.120]}),
+             Case("b", "step_time_plain_unseen", 0.100, 0.110, detail={"rounds_s": [0.5, 0.1]}),  # a duplicate view
+             Case("c", "step_time", 0.010, 0.010, detail={"rounds_s": [0.010]})]  # one round: no spread
+    s = round_spread(cases)
+    # a: 14/10 − 1 = 0.4, consecutive 12/10 − 1 = 0.2 and 14/12 − 1 = 0.167 → 0.2
+    # b: 120/90 − 1 = 0.333, consecutive 110/90 − 1 = 0.222 and 120/110 − 1 = 0.091 → 0.222
+    assert s["models"] == 2 and s["rounds"] == 3
+    assert s["spread_median"] == pytest.approx((0.4 + 1 / 3) / 2)
+    assert (s["spread_min"], s["spread_max"]) == pytest.approx((1 / 3, 0.4))
+    assert s["step_median"] == pytest.approx((0.2 + 2 / 9) / 2)
+    assert "36.7 %" in spread_markdown(cases)[1] and "21.1 %" in spread_markdown(cases)[1]
+    assert round_spread(cases[3:]) is None and spread_markdown(cases[3:]) == []
