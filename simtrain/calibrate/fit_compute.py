@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from simtrain.calibrate.predict import predict_row, row_gemm, row_optimizer
+from simtrain.calibrate.predict import predict_row, row_flash_tiles, row_gemm, row_optimizer
 from simtrain.calibrate.records import Row
 from simtrain.cost.compute import (
     DEPTHWISE_CONV_KIND,
@@ -49,10 +49,13 @@ _CACHE = ("cache_miss_bandwidth_fraction", "cache_bytes")
 last-level cache size as the prior)."""
 _BW = "@bw"
 """Suffix of a class whose backward rows get their own curve (``Efficiency.backward_compute``)."""
-_BW_CLASSES = frozenset({OpClass.CONV})
+_BW_CLASSES = frozenset({OpClass.CONV, OpClass.ATTENTION})
 """Classes fitted with a backward curve when they have backward rows: a conv's dX and dW kernels
-are other loop nests than its forward (dW reduces over batch and positions); a GEMM's backward is
-the same GEMM kernel transposed, so matmul keeps one curve."""
+are other loop nests than its forward (dW reduces over batch and positions); a fused attention's
+backward is another kernel than its forward (five GEMMs per tile against two, plus the recomputed
+softmax: on this project's CPU 2.1–2.4× the forward's time against 2× its counted FLOPs, and a fixed
+cost per tile 1.4× the forward's); a GEMM's backward is the same GEMM kernel transposed, so matmul
+keeps one curve."""
 _ROWS_CLASSES = frozenset({OpClass.CONV, OpClass.MATMUL})
 """Classes fitted with rows and depth ramps (``ComputeCurve.half_rows``, ``half_depth``): the conv
 grid spans 2×2 to 56×56 maps and reductions from 9 (depthwise) to 4608; the GEMM grid has M = 1 and
@@ -199,10 +202,12 @@ def _rows_of(rows: Sequence[Row], key: str) -> list[Row]:
             and (r.phase == "bw" or not bw)]
 
 
-def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base: np.ndarray) -> np.ndarray:
+def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base: np.ndarray,
+                start: Efficiency) -> np.ndarray:
     """Best achieved fraction of peak per class (backward curves: of its backward rows); half sizes
-    where the achieved rate is half the best; the best streaming rate; half the fastest call as launch
-    overhead; a strided-dX exponent of ½ (midway between a dedicated kernel and zero insertion)."""
+    where the achieved rate is half the best (per flash-attention tile where ``start`` prices tiles);
+    the best streaming rate; half the fastest call as launch overhead; a strided-dX exponent of ½
+    (midway between a dedicated kernel and zero insertion)."""
     guess = dict(zip(names, np.exp(base), strict=True))
     if _STRIDE in guess:
         guess[_STRIDE] = 0.5
@@ -214,8 +219,8 @@ def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base:
             if f"{key}.half_rows" in guess:  # a size in the middle of the rows the grid spans
                 guess[f"{key}.half_rows"] = float(np.median([row_gemm(r)[1] for r in mine]))
                 guess[f"{key}.half_depth"] = float(np.median([row_gemm(r)[0].k for r in mine]))
-            guess[f"{key}.half_flops"] = _half_point([r.flops / r.calls for r in mine],
-                                                           [r.flops_per_s for r in mine])
+            guess[f"{key}.half_flops"] = _half_point([r.flops / r.calls / row_flash_tiles(r, device, start)
+                                                      for r in mine], [r.flops_per_s for r in mine])
     streaming = [r for r in rows if r.op_class not in MATRIX_CLASSES and r.bytes_moved > 0]
     guess["memory_bandwidth_fraction"] = max(r.bytes_per_s for r in streaming) / device.memory_bandwidth_bytes_per_s
     guess["memory_half_bytes"] = _half_point([r.bytes_moved / r.calls for r in streaming],
@@ -241,11 +246,12 @@ def _optimizer_guess(rows: Sequence[Row], names: Sequence[str], device: Device, 
     return np.concatenate([theta, extra])
 
 
-def _starts(rows: Sequence[Row], names: Sequence[str], device: Device, prior: np.ndarray) -> list[np.ndarray]:
+def _starts(rows: Sequence[Row], names: Sequence[str], device: Device, prior: np.ndarray,
+            start: Efficiency) -> list[np.ndarray]:
     """The base values, the data guess, and the data guess with every half size ÷ 30 (launch overhead
     absorbs part of the small-op slowdown, so the true half sizes are often below the half points).
     Several starts because a half size far below its true value has almost no gradient (∂t/∂ln h ∝ h)."""
-    guess = _data_guess(rows, names, device, prior)
+    guess = _data_guess(rows, names, device, prior, start)
     smaller = guess - np.array([math.log(30.0) if _kind(n).startswith(("half", "memory_half")) else 0.0
                                 for n in names])
     return [prior, guess, smaller]
@@ -272,7 +278,7 @@ def fit_compute(rows: Sequence[Row], device: Device, start: Efficiency) -> Compu
     strided = any(r.bench == "conv2d" and r.phase == "bw" and int(r.params.get("stride", 1)) > 1 for r in rows)
     names = _names(classes, start.cache_bytes > 0, bw_classes, strided) + _kind_names(rows)
     shadow = [r for r in rows if r.bench in _SHADOWED and f"{_KIND}{r.bench}.peak_fraction" in names]
-    first = _solve(rows, shadow, device, start, names, _starts(rows, names, device, _theta_of(start, names)))
+    first = _solve(rows, shadow, device, start, names, _starts(rows, names, device, _theta_of(start, names), start))
     best = first
     optim = _optim_names(rows)
     if optim:

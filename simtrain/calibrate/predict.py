@@ -29,14 +29,14 @@ from simtrain.cost.compute import (
     op_seconds,
     strided_agrad_factor,
 )
-from simtrain.cost.op_cost import causal_executed_fraction
+from simtrain.cost.op_cost import causal_executed_fraction, cpu_flash_tiles
 from simtrain.cost.optimizer import tensor_overhead_seconds
-from simtrain.glossary import DTYPE_BYTES
+from simtrain.glossary import DTYPE_BYTES, DeviceKind
 from simtrain.graph.op import Gemm
 from simtrain.specs.hardware import Device, Efficiency
 
 __all__ = ["row_gemm", "row_output_bytes", "predict_row", "row_optimizer", "row_agrad_factor", "row_attention_factor",
-           "row_conv_layout_bytes", "row_gradient_tensors", "predict_collective"]
+           "row_flash_tiles", "row_conv_layout_bytes", "row_gradient_tensors", "predict_collective"]
 
 #: vector benches that allocate their output (bench_vector.py) → its element count from the row's params
 _OUTPUT_NUMEL = {"layernorm": ("rows", "cols"), "rmsnorm": ("rows", "cols"), "softmax": ("rows", "cols"),
@@ -105,8 +105,18 @@ def predict_row(row: Row, device: Device, eff: Efficiency, own_kind: bool = True
         work = executed * (row_agrad_factor(row, eff) if phase == "agrad" else 1.0)
         total += op_seconds(work * row.flops / parts, row.bytes_moved / parts, row.op_class, device, row.dtype,
                             gemm=gemm, efficiency=eff, m_rows=m_rows, phase=phase,
-                            kind=row.bench if own_kind else None)
+                            kind=row.bench if own_kind else None, tiles=row_flash_tiles(row, device, eff))
     return total
+
+
+def row_flash_tiles(row: Row, device: Device, eff: Efficiency) -> float:
+    """Flash-attention tiles of an attention row where the efficiency prices them, as ``op_cost``
+    counts a graph's fused attention (``flash_tiles``: batch × heads × tiles per head); 1 otherwise."""
+    p = row.params
+    if row.bench != "sdpa" or not eff.flash_tiles or device.kind is not DeviceKind.CPU:
+        return 1.0
+    per_head = cpu_flash_tiles(int(p["seq_q"]), int(p["seq_kv"]), bool(p.get("causal")))
+    return float(max(1, int(p["batch"]) * int(p["heads"]) * per_head))
 
 
 def row_optimizer(row: Row) -> tuple[str, str]:

@@ -178,10 +178,13 @@ def _priced_kind(eff: Efficiency, kind: str | None) -> str | None:
 
 
 def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DType, eff: Efficiency,
-                    gemm: Gemm | None = None, m_rows: int = 1, phase: str = "fw", kind: str | None = None) -> float:
+                    gemm: Gemm | None = None, m_rows: int = 1, phase: str = "fw", kind: str | None = None,
+                    tiles: float = 1.0) -> float:
     """The compute leg of the roofline; ``phase`` picks the backward curve and ``kind`` the op kind's
     own curve where the efficiency has them (``Efficiency.kind_compute``; grouped convolutions:
-    :func:`curve_kind`)."""
+    :func:`curve_kind`). ``tiles``: pieces the kernel runs one after another, each paying the curve's
+    ``half_flops`` ramp on its own share of the FLOPs (a CPU flash attention's tiles:
+    ``op_cost.flash_tiles``), so t = flops / rate + tiles · half_flops / rate."""
     if flops <= 0:
         return 0.0
     curve = eff.phase_curve(op_class, phase, _priced_kind(eff, curve_kind(kind, op_class, gemm)))
@@ -189,7 +192,8 @@ def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DTyp
         peak = matrix_peak_flops_per_s(device, dtype) * alignment_factor(_conv_lanes(gemm, op_class), m_rows, device)
     else:
         peak = device.vector_peak_flops_per_s
-    achieved = peak * eff.sustained_clock_fraction * curve.peak_fraction * flops / (flops + curve.half_flops)
+    per_tile = flops / max(tiles, 1.0)
+    achieved = peak * eff.sustained_clock_fraction * curve.peak_fraction * per_tile / (per_tile + curve.half_flops)
     if gemm is not None:
         rows, depth = _rows_and_depth(_conv_lanes(gemm, op_class), m_rows, phase)
         achieved *= rows / (rows + curve.half_rows) * depth / (depth + curve.half_depth)
@@ -262,16 +266,16 @@ def conv_layout_seconds(activation_bytes: float, eff: Efficiency) -> float:
 def op_seconds(flops: float, bytes_moved: float, op_class: OpClass | str, device: Device,
                dtype: DType | str = DType.FP32, gemm: Gemm | None = None,
                efficiency: Efficiency | None = None, m_rows: int = 1, phase: str = "fw",
-               kind: str | None = None) -> float:
+               kind: str | None = None, tiles: float = 1.0) -> float:
     """Seconds of one op execution: roofline max of the compute and memory legs, plus launch overhead.
 
     ``m_rows`` is the GEMM's actual row count (per-sample ``gemm.m`` × micro-batch) for alignment;
-    ``phase`` (fw, agrad, wgrad) selects the efficiency's backward curve for the backward phases.
-    Zero-FLOP ops still pay for their bytes and their launch.
+    ``phase`` (fw, agrad, wgrad) selects the efficiency's backward curve for the backward phases;
+    ``tiles`` as :func:`compute_seconds`. Zero-FLOP ops still pay for their bytes and their launch.
     """
     eff = efficiency or device_efficiency(device)
     op_class = OpClass(op_class)
     dtype = DType(dtype)
-    t_compute = compute_seconds(flops, op_class, device, dtype, eff, gemm, m_rows, phase, kind)
+    t_compute = compute_seconds(flops, op_class, device, dtype, eff, gemm, m_rows, phase, kind, tiles)
     t_memory = memory_seconds(bytes_moved, device, eff)
     return max(t_compute, t_memory) + eff.launch_overhead_s

@@ -96,6 +96,29 @@ def cpu_flash_blocks(seq_q: int) -> tuple[int, int]:
     return (32 if seq_q < 192 else 64 if seq_q < 768 else 256), 512
 
 
+def cpu_flash_tiles(seq_q: int, seq_kv: int, causal: bool) -> int:
+    """Tiles one head of PyTorch's CPU flash-attention kernel runs (:func:`cpu_flash_blocks`): each
+    block of queries against each 512-key block it does not skip, the same blocks forward and backward.
+    Causal: the key blocks that start before the query block's last visible key (top-left aligned, as
+    ``block_causal_fraction`` counts the work); otherwise every key block."""
+    q_block, kv_block = cpu_flash_blocks(seq_q)
+    tiles = 0
+    for m in range(0, seq_q, q_block):
+        keys = min(m + min(q_block, seq_q - m), seq_kv) if causal else seq_kv
+        tiles += -(-keys // kv_block)
+    return tiles
+
+
+def flash_tiles(op: Op, micro_batch: float, f: ShardFactors, device: Device, eff: Efficiency) -> float:
+    """Flash-attention tiles of ``op`` for one micro-batch on one rank where the efficiency prices them
+    (``Efficiency.flash_tiles``, a CPU's fused attention: samples × this rank's heads × tiles per
+    head); 1 elsewhere, where the attention curve's ``half_flops`` is per call."""
+    att = op.attention
+    if not eff.flash_tiles or att is None or not att.fused or device.kind is not DeviceKind.CPU:
+        return 1.0
+    return max(1.0, micro_batch * att.heads * f.flops * cpu_flash_tiles(att.seq_q, att.seq_kv, att.causal))
+
+
 def causal_executed_fraction(seq_q: int, seq_kv: int, device: Device | None = None) -> float:
     """Share of the seq_q × seq_kv score matrix a fused causal attention kernel executes. On a GPU it
     skips the tiles above the diagonal, ≈ (s + 1) / (2s) of the square; PyTorch's CPU flash kernel
@@ -338,7 +361,7 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         else:
             work = strided_agrad_factor(conv_stride(op), eff) if phase == "agrad" else 1.0
             t_c = compute_seconds(flops * run * work, op.op_class, device, dtype, eff, gemm, m_rows, phase,
-                                  op.kind)
+                                  op.kind, tiles=flash_tiles(op, micro_batch, f, device, eff))
         t_m = _step_memory_seconds(op, phase, act_bytes * traffic, bytes_moved, f, micro_batch, ab, device, eff,
                                    backward_working_set_bytes)
         kernels = _MATERIALISED_KERNELS if sequential else launches

@@ -88,6 +88,13 @@ class Efficiency(Spec):
     attention_kernels: dict[str, AttentionKernel] = Field(default_factory=dict)
     """Fused-attention kernel families measured on this device (cudnn, fa3, fa2, sdpa, triton); a
     stack picks one by name, and a family missing here falls back to the ``attention`` curve."""
+    flash_tiles: bool = False
+    """The ``attention`` curves' ``half_flops`` is per tile of PyTorch's CPU flash-attention kernel (one
+    block of queries against one block of 512 keys, cost/op_cost.py ``cpu_flash_tiles``) rather than per
+    call: each tile pays a fixed cost (two small GEMM calls, the running-softmax rescale of its rows)
+    besides its FLOPs, so a call of many short tiles (short sequences, many heads) runs below the rate of
+    one with the same FLOPs in few long ones. Set by ``st.calibrate`` on a CPU; False (per call) in
+    profiles fitted before, which keep their predictions."""
     cache_bytes: Annotated[float, Field(ge=0, le=1e12)] = 0.0
     """Capacity of the on-chip cache tier streaming ops may hit (a CPU's last-level cache); 0: one tier.
     An op moving B bytes finds h = min(1, cache_bytes / B) of them in cache (the producer's last

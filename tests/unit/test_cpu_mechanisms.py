@@ -613,3 +613,48 @@ def test_backward_matrix_rows_first_touch_their_gradients_per_tensor():
     base = device_efficiency(dev)
     ft = base.model_copy(update={"first_touch_bytes_per_s": 2e9, "first_touch_min_bytes": 32.0 * 2**20})
     assert predict_row(row, dev, ft) - predict_row(row, dev, base) == pytest.approx(4096 * 4096 * 4 / 2e9)
+
+
+def test_cpu_flash_tiles_count_query_blocks_times_key_blocks_run():
+    """Tiles per head: s = 64, query blocks of 32 → 2 tiles of one key block; s = 197 (≥ 192: blocks
+    of 64) → 4; s = 1024 (blocks of 256, key blocks of 512): 4 × 2 = 8, and causal 1 + 1 + 2 + 2 = 6
+    (last visible keys 256, 512, 768, 1024)."""
+    from simtrain.cost.op_cost import cpu_flash_tiles
+    assert cpu_flash_tiles(64, 64, False) == 2 and cpu_flash_tiles(64, 64, True) == 2
+    assert cpu_flash_tiles(197, 197, False) == 4
+    assert cpu_flash_tiles(1024, 1024, False) == 8 and cpu_flash_tiles(1024, 1024, True) == 6
+
+
+def test_flash_tiles_put_the_attention_ramp_per_tile_on_a_cpu():
+    """With ``flash_tiles`` an attention op's forward is F / (P·pf) + T · h / (P·pf): 16 samples ×
+    8 heads × 2 tiles (s = 64) = 256 tiles, each paying the ramp h once; without, the ramp is paid
+    once per call. The sdpa row of the same shape is predicted the same way (fit = estimate). A GPU
+    never counts tiles."""
+    import simtrain as st
+    from simtrain.calibrate.predict import predict_row, row_flash_tiles
+    from simtrain.cost.op_cost import op_cost
+    from simtrain.cost.precision import regime
+    from simtrain.graph.rules.registry import make_op
+    from simtrain.specs.hardware import ComputeCurve
+    dev = st.load_device("host-cpu")
+    base = device_efficiency(dev)
+    curve = ComputeCurve(peak_fraction=0.5, half_flops=1e6)
+    flat = base.model_copy(update={"compute": {**base.compute, OpClass.ATTENTION: curve},
+                                   "memory_bandwidth_fraction": 1.0, "memory_half_bytes": 0.0,
+                                   "launch_overhead_s": 0.0, "step_call_overhead_s": 0.0, "cache_bytes": 0.0})
+    tiled = flat.model_copy(update={"flash_tiles": True})
+    op = make_op("attention", "a", "b", heads=8, head_dim=32, seq=64, causal=False, fused=True)
+    fw_flops = 4 * 64 * 64 * 32 * 8 * 16  # 4·s²·d per head, 8 heads, 16 samples
+    rate = dev.peak_flops_per_s[DType.FP32].value * flat.sustained_clock_fraction * 0.5
+    reg = regime("fp32")
+    assert op_cost(op, 16, reg, dev, flat).fw_s == pytest.approx((fw_flops + 1e6) / rate)
+    assert op_cost(op, 16, reg, dev, tiled).fw_s == pytest.approx((fw_flops + 256 * 1e6) / rate)
+    params = {"batch": 16, "heads": 8, "seq_q": 64, "seq_kv": 64, "head_dim": 32, "causal": False}
+    row = Row(bench="sdpa", op_class=OpClass.ATTENTION, dtype=DType.FP32, phase="fw", params=params,
+              flops=float(fw_flops), bytes_moved=1.0, median_s=1e-3, p10_s=1e-3, p90_s=1e-3, repeats=3)
+    assert row_flash_tiles(row, dev, tiled) == 256 and row_flash_tiles(row, dev, flat) == 1
+    assert predict_row(row, dev, tiled) == pytest.approx(op_cost(op, 16, reg, dev, tiled).fw_s)
+    gpu = st.load_device("h100-sxm5-80gb")
+    gpu_eff = device_efficiency(gpu)
+    assert op_cost(op, 16, reg, gpu, gpu_eff.model_copy(update={"flash_tiles": True})).fw_s == \
+        pytest.approx(op_cost(op, 16, reg, gpu, gpu_eff).fw_s)
