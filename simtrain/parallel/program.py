@@ -294,6 +294,21 @@ def _dp_grad_copy_bytes(trainable: float, cfg: TrainConfig, lay: Layout, grad_pa
     return stack_of(cfg).dp_grad_copy_passes * grad_pass * 4.0 * trainable
 
 
+def _update_seconds(stream_bytes: float, copy_bytes: float, coster: _OpCoster) -> float:
+    """Memory seconds of the update's pass over parameters, gradients and states (``stream_bytes``) and
+    of the data-parallel wrapper's gradient copies (``copy_bytes``, into buckets last touched a step
+    ago: at the step-cold rate where calibrated). A profile with the in-step optimizer measured
+    (``Efficiency.step_optimizer_s`` > 0) streams the update at the benches' memory model and adds that
+    fixed cost; one without streams both at the cold rate (or the memory model where uncalibrated)."""
+    eff, device = coster.eff, coster.device
+    cold = eff.step_cold_bytes_per_s
+    if eff.step_optimizer_s <= 0:
+        moved = stream_bytes + copy_bytes
+        return moved / cold if cold > 0 else memory_seconds(moved, device, eff)
+    copies_s = copy_bytes / cold if cold > 0 else memory_seconds(copy_bytes, device, eff)
+    return memory_seconds(stream_bytes, device, eff) + eff.step_optimizer_s + copies_s
+
+
 def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, reg: Regime,
                        coster: _OpCoster) -> float:
     """Memory-bound update of this rank's (ZeRO-sharded) trainable parameters."""
@@ -309,9 +324,7 @@ def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, r
         passes += 3 * grad_pass  # global-norm clipping: read for the norm, read + write to scale
     if not cfg.zero_grad_to_none:
         passes += grad_pass  # zero the gradient buffer for the next step
-    moved = passes * 4.0 * shard + _dp_grad_copy_bytes(trainable, cfg, lay, grad_pass)
-    cold = coster.eff.step_cold_bytes_per_s  # parameters and states were last touched a step ago
-    seconds = moved / cold if cold > 0 else memory_seconds(moved, coster.device, coster.eff)
+    seconds = _update_seconds(passes * 4.0 * shard, _dp_grad_copy_bytes(trainable, cfg, lay, grad_pass), coster)
     tensors = sum(n for op, n, _, _ in items if op.param_count) * 2  # weight + bias per parameterised op
     kernels = impl_kernels(cfg.optimizer, impl, tensors, shard, coster.device.kind)
     host_s = tensor_overhead_seconds(cfg.optimizer, impl, tensors, coster.eff)

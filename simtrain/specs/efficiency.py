@@ -133,6 +133,14 @@ class Efficiency(Spec):
     (weights, saved activations, a second operand, the memory its output goes to): all it moves but
     the tensor the op just before it wrote (``cost.op_cost``), and the optimizer's whole pass. 0: the
     step is costed with the benchmarks' own (cache-warm) memory model (calibrate/bench_cold.py)."""
+    step_optimizer_s: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """Fixed cost of one ``optimizer.step()`` inside a training step beyond what the optimizer benches
+    time back to back: its Python and dispatch code, cold after the forward and backward (≈ 0.4 ms
+    here, whatever the tensor count; calibrate/bench_cold.py). Where set (> 0) the update's stream is
+    priced at the memory model the optimizer benches fit — they time this very kernel on buffers larger
+    than the cache, and ``opt.step()`` after each zoo model's backward ran at it (AdamW within −7 to
+    +6 %) — instead of at ``step_cold_bytes_per_s`` (1.6–2.1× too slow for it); 0: a profile fitted
+    before, which keeps the cold rate for the whole pass."""
     rank_jitter_sigma: Annotated[float, Field(ge=0, le=2)] = 0.0
     """σ of the lognormal (mean 1) factor by which one rank's time for the same work varies from step
     to step (cost/variability.py). Ranks of a synchronous job meet at the gradient sync, so each step

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from simtrain.calibrate.bench_cold import FIXED_OP, STEP_GAP_S, fit_step_state
+from simtrain.calibrate.bench_cold import FIXED_OP, OPTIMIZER_OPS, STEP_GAP_S, fit_step_state
 from simtrain.calibrate.records import Row
 from simtrain.glossary import DType, OpClass
 from simtrain.specs.efficiency import ComputeCurve
@@ -27,6 +27,40 @@ def test_fit_reads_the_fixed_cost_and_the_cold_rate_by_hand():
     assert fit_step_state(rows[2:]) == {}  # no fixed op: nothing to read
     # the fixed op alone: its cost, no rate; a cold call quicker than the warm one costs nothing
     assert fit_step_state(_pair(FIXED_OP, 0, 18e3, 9e-6, 10e-6)) == {"step_call_overhead_s": 0.0}
+
+
+def test_fit_reads_the_optimizer_steps_fixed_cost_by_hand():
+    """The optimizer steps' cold − hot times, 0.40 and 0.50 ms: their median 0.45 ms; they are not
+    streaming ops, so the cold rate still comes from the relu alone."""
+    rows = (_pair(FIXED_OP, 0, 18e3, 20e-6, 10e-6) + _pair("relu262144", 262144, 2.0e6, 110e-6, 20e-6)
+            + _pair(OPTIMIZER_OPS[0], 16384, 3.3e5, 460e-6, 60e-6) + _pair(OPTIMIZER_OPS[1], 16384, 4.6e5, 650e-6, 150e-6))
+    got = fit_step_state(rows)
+    assert got["step_optimizer_s"] == pytest.approx(450e-6)
+    assert got["step_cold_bytes_per_s"] == pytest.approx(2.0e10)  # 2e6 B / (110 − 10) µs
+    assert "step_optimizer_s" not in fit_step_state(rows[:4])  # measured before the optimizer pairs
+
+
+def _optimizer_s(eff: Efficiency, optimizer: str = "adamw") -> float:
+    import simtrain as st
+    base = st.load_device("host-cpu")
+    cfg = st.TrainConfig(global_batch_size=8, micro_batch_size=8, optimizer=optimizer, precision="fp32",
+                         grad_clipping=False, zero_grad_to_none=True)
+    dev = base.model_copy(update={"efficiency": eff})
+    return st.estimate(st.load_model("mlp-mnist"), st.Cluster.single(dev), cfg).time_breakdown_s["optimizer"]
+
+
+def test_a_measured_in_step_optimizer_streams_warm_and_adds_its_fixed_cost():
+    """With ``step_optimizer_s`` the update's bytes stream at the memory model, whatever the cold rate,
+    plus the fixed cost once a step: the optimizer's seconds are the warm profile's plus exactly it."""
+    import simtrain as st
+    from simtrain.cost.compute import device_efficiency
+    warm = device_efficiency(st.load_device("host-cpu"))
+    measured = warm.model_copy(update={"step_optimizer_s": 4e-4, "step_cold_bytes_per_s": 1e8})
+    assert _optimizer_s(measured) == pytest.approx(_optimizer_s(warm) + 4e-4, rel=1e-9)
+    slower = measured.model_copy(update={"step_cold_bytes_per_s": 5e7})
+    assert _optimizer_s(slower) == pytest.approx(_optimizer_s(measured), rel=1e-12)
+    # without the measurement the cold rate prices the pass, as profiles fitted before did
+    assert _optimizer_s(measured.model_copy(update={"step_optimizer_s": 0.0})) > _optimizer_s(measured)
 
 
 def _relu_costs(eff: Efficiency):
@@ -80,9 +114,9 @@ def test_bench_times_a_cold_and_a_warm_call_of_each_op():
     from simtrain.calibrate.measure import measure
     m = measure("cpu", grid="tiny", only=["step_state"], collectives=False)
     pairs = cold_pairs(m.rows)
-    assert set(pairs) == {FIXED_OP, "relu65536"}
+    assert set(pairs) == {FIXED_OP, "relu65536", *OPTIMIZER_OPS}
     for cold, warm in pairs.values():
         assert cold.params["gap_s"] == STEP_GAP_S and cold.repeats == warm.repeats >= 5
         assert cold.bytes_moved == warm.bytes_moved > 0
     assert pairs["relu65536"][0].bytes_moved == 8 * 65536  # reads and writes 4 B per element
-    assert set(fit_step_state(m.rows)) <= {"step_call_overhead_s", "step_cold_bytes_per_s"}
+    assert set(fit_step_state(m.rows)) <= {"step_call_overhead_s", "step_cold_bytes_per_s", "step_optimizer_s"}
