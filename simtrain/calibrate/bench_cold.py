@@ -124,14 +124,20 @@ def bench_step_state(b: Bench, grid: Grid) -> list[Row]:
 def _optimizer_calls() -> list[tuple[str, int, Callable[[], object], float]]:
     """(name, elements, one step, bytes a step moves) of each optimizer in :data:`OPTIMIZER_OPS`:
     fused steps over small fp32 parameters with gradients set (SGD reads p, g, m and writes p, m;
-    AdamW reads p, g, m, v and writes p, m, v)."""
+    AdamW reads p, g, m, v and writes p, m, v). Empty on a torch without CPU fused optimizers (before
+    2.4): the profile then keeps the cold pass (``Efficiency.step_optimizer_s`` 0)."""
     import torch
     params = [torch.nn.Parameter(torch.randn(_OPTIMIZER_NUMEL)) for _ in range(_OPTIMIZER_TENSORS)]
     for prm in params:
         prm.grad = torch.randn(_OPTIMIZER_NUMEL)
     numel = _OPTIMIZER_TENSORS * _OPTIMIZER_NUMEL
-    sgd = torch.optim.SGD(params, lr=1e-3, momentum=0.9, fused=True)
-    adamw = torch.optim.AdamW(params, lr=1e-4, fused=True)
+    try:
+        sgd = torch.optim.SGD(params, lr=1e-3, momentum=0.9, fused=True)
+        adamw = torch.optim.AdamW(params, lr=1e-4, fused=True)
+        sgd.step()
+        adamw.step()
+    except (RuntimeError, ValueError, TypeError):
+        return []
     return [(OPTIMIZER_OPS[0], numel, sgd.step, 4.0 * 5 * numel), (OPTIMIZER_OPS[1], numel, adamw.step, 4.0 * 7 * numel)]
 
 

@@ -120,3 +120,15 @@ def test_bench_times_a_cold_and_a_warm_call_of_each_op():
         assert cold.bytes_moved == warm.bytes_moved > 0
     assert pairs["relu65536"][0].bytes_moved == 8 * 65536  # reads and writes 4 B per element
     assert set(fit_step_state(m.rows)) <= {"step_call_overhead_s", "step_cold_bytes_per_s", "step_optimizer_s"}
+
+
+def test_a_torch_without_cpu_fused_optimizers_skips_the_optimizer_pairs(monkeypatch):
+    """Before torch 2.4 ``fused=True`` on CPU raises: the bench leaves the optimizer out and the fit
+    then has no ``step_optimizer_s`` (the profile keeps the cold pass)."""
+    torch = pytest.importorskip("torch")
+    from simtrain.calibrate import bench_cold
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of supported devices")
+    monkeypatch.setattr(torch.optim, "SGD", refuse)
+    assert bench_cold._optimizer_calls() == []
