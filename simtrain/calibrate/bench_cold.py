@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from simtrain.calibrate.counts import optimizer_counts
 from simtrain.calibrate.records import Row
 from simtrain.calibrate.timing import _sample_cpu, timing_of
 from simtrain.glossary import DType
@@ -123,8 +124,8 @@ def bench_step_state(b: Bench, grid: Grid) -> list[Row]:
 
 def _optimizer_calls() -> list[tuple[str, int, Callable[[], object], float]]:
     """(name, elements, one step, bytes a step moves) of each optimizer in :data:`OPTIMIZER_OPS`:
-    fused steps over small fp32 parameters with gradients set (SGD reads p, g, m and writes p, m;
-    AdamW reads p, g, m, v and writes p, m, v). Empty on a torch without CPU fused optimizers (before
+    fused steps over small fp32 parameters with gradients set, their bytes as the estimator counts
+    them (``counts.optimizer_counts``). Empty on a torch without CPU fused optimizers (before
     2.4): the profile then keeps the cold pass (``Efficiency.step_optimizer_s`` 0)."""
     import torch
     params = [torch.nn.Parameter(torch.randn(_OPTIMIZER_NUMEL)) for _ in range(_OPTIMIZER_TENSORS)]
@@ -138,7 +139,8 @@ def _optimizer_calls() -> list[tuple[str, int, Callable[[], object], float]]:
         adamw.step()
     except (RuntimeError, ValueError, TypeError):
         return []
-    return [(OPTIMIZER_OPS[0], numel, sgd.step, 4.0 * 5 * numel), (OPTIMIZER_OPS[1], numel, adamw.step, 4.0 * 7 * numel)]
+    return [(name, numel, opt.step, optimizer_counts(kind, numel, _OPTIMIZER_TENSORS, "fused")[1])
+            for name, kind, opt in zip(OPTIMIZER_OPS, ("momentum", "adamw"), (sgd, adamw), strict=True)]
 
 
 def cold_pairs(rows: Sequence[Row]) -> dict[str, tuple[Row, Row]]:

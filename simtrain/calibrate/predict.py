@@ -29,9 +29,9 @@ from simtrain.cost.compute import (
     op_seconds,
     strided_agrad_factor,
 )
-from simtrain.cost.op_cost import causal_executed_fraction, cpu_flash_tiles
+from simtrain.cost.op_cost import causal_executed_fraction, priced_flash_tiles
 from simtrain.cost.optimizer import tensor_overhead_seconds
-from simtrain.glossary import DTYPE_BYTES, DeviceKind
+from simtrain.glossary import DTYPE_BYTES
 from simtrain.graph.op import Gemm
 from simtrain.specs.hardware import Device, Efficiency
 
@@ -113,10 +113,10 @@ def row_flash_tiles(row: Row, device: Device, eff: Efficiency) -> float:
     """Flash-attention tiles of an attention row where the efficiency prices them, as ``op_cost``
     counts a graph's fused attention (``flash_tiles``: batch × heads × tiles per head); 1 otherwise."""
     p = row.params
-    if row.bench != "sdpa" or not eff.flash_tiles or device.kind is not DeviceKind.CPU:
+    if row.bench != "sdpa":
         return 1.0
-    per_head = cpu_flash_tiles(int(p["seq_q"]), int(p["seq_kv"]), bool(p.get("causal")))
-    return float(max(1, int(p["batch"]) * int(p["heads"]) * per_head))
+    return priced_flash_tiles(int(p["batch"]) * int(p["heads"]), int(p["seq_q"]), int(p["seq_kv"]),
+                              bool(p.get("causal")), device, eff)
 
 
 def row_optimizer(row: Row) -> tuple[str, str]:

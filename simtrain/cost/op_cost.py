@@ -36,7 +36,7 @@ from simtrain.cost.compute import (
 from simtrain.cost.precision import Regime
 from simtrain.glossary import DeviceKind, DType, OpClass
 from simtrain.graph.op import Gemm, Op
-from simtrain.graph.rules.attention import block_causal_fraction
+from simtrain.graph.rules.attention import block_causal_fraction, key_blocks_run
 from simtrain.specs.hardware import Device, Efficiency
 
 __all__ = ["OpCost", "ShardFactors", "shard_factors", "op_cost", "conv_stride", "saved_bytes", "executed_flops_fraction",
@@ -98,25 +98,29 @@ def cpu_flash_blocks(seq_q: int) -> tuple[int, int]:
 
 def cpu_flash_tiles(seq_q: int, seq_kv: int, causal: bool) -> int:
     """Tiles one head of PyTorch's CPU flash-attention kernel runs (:func:`cpu_flash_blocks`): each
-    block of queries against each 512-key block it does not skip, the same blocks forward and backward.
-    Causal: the key blocks that start before the query block's last visible key (top-left aligned, as
-    ``block_causal_fraction`` counts the work); otherwise every key block."""
-    q_block, kv_block = cpu_flash_blocks(seq_q)
-    tiles = 0
-    for m in range(0, seq_q, q_block):
-        keys = min(m + min(q_block, seq_q - m), seq_kv) if causal else seq_kv
-        tiles += -(-keys // kv_block)
-    return tiles
+    block of queries against each 512-key block it does not skip (``key_blocks_run``, the walk
+    ``block_causal_fraction`` counts the work by), the same blocks forward and backward."""
+    return sum(blocks for _, blocks in key_blocks_run(seq_q, seq_kv, *cpu_flash_blocks(seq_q), causal))
+
+
+def priced_flash_tiles(batch_heads: float, seq_q: int, seq_kv: int, causal: bool, device: Device,
+                       eff: Efficiency) -> float:
+    """Tiles of a fused attention over ``batch_heads`` (samples × heads) where the efficiency prices
+    them (``Efficiency.flash_tiles`` on a CPU); 1 elsewhere, where the attention curve's
+    ``half_flops`` is per call. One rule for a graph's ops (:func:`flash_tiles`) and the bench's rows
+    (``calibrate.predict.row_flash_tiles``)."""
+    if not eff.flash_tiles or device.kind is not DeviceKind.CPU:
+        return 1.0
+    return max(1.0, batch_heads * cpu_flash_tiles(seq_q, seq_kv, causal))
 
 
 def flash_tiles(op: Op, micro_batch: float, f: ShardFactors, device: Device, eff: Efficiency) -> float:
-    """Flash-attention tiles of ``op`` for one micro-batch on one rank where the efficiency prices them
-    (``Efficiency.flash_tiles``, a CPU's fused attention: samples × this rank's heads × tiles per
-    head); 1 elsewhere, where the attention curve's ``half_flops`` is per call."""
+    """:func:`priced_flash_tiles` of a fused attention ``op`` for one micro-batch on one rank (samples
+    × this rank's heads); 1 for other ops."""
     att = op.attention
-    if not eff.flash_tiles or att is None or not att.fused or device.kind is not DeviceKind.CPU:
+    if att is None or not att.fused:
         return 1.0
-    return max(1.0, micro_batch * att.heads * f.flops * cpu_flash_tiles(att.seq_q, att.seq_kv, att.causal))
+    return priced_flash_tiles(micro_batch * att.heads * f.flops, att.seq_q, att.seq_kv, att.causal, device, eff)
 
 
 def causal_executed_fraction(seq_q: int, seq_kv: int, device: Device | None = None) -> float:

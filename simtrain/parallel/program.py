@@ -301,12 +301,13 @@ def _update_seconds(stream_bytes: float, copy_bytes: float, coster: _OpCoster) -
     (``Efficiency.step_optimizer_s`` > 0) streams the update at the benches' memory model and adds that
     fixed cost; one without streams both at the cold rate (or the memory model where uncalibrated)."""
     eff, device = coster.eff, coster.device
-    cold = eff.step_cold_bytes_per_s
+
+    def cold_s(nbytes: float) -> float:
+        cold = eff.step_cold_bytes_per_s
+        return nbytes / cold if cold > 0 else memory_seconds(nbytes, device, eff)
     if eff.step_optimizer_s <= 0:
-        moved = stream_bytes + copy_bytes
-        return moved / cold if cold > 0 else memory_seconds(moved, device, eff)
-    copies_s = copy_bytes / cold if cold > 0 else memory_seconds(copy_bytes, device, eff)
-    return memory_seconds(stream_bytes, device, eff) + eff.step_optimizer_s + copies_s
+        return cold_s(stream_bytes + copy_bytes)
+    return memory_seconds(stream_bytes, device, eff) + eff.step_optimizer_s + cold_s(copy_bytes)
 
 
 def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, reg: Regime,

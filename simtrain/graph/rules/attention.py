@@ -35,7 +35,7 @@ from simtrain.graph.op import AttentionInfo, Gemm, Op, PhaseCounts, Saved
 from simtrain.graph.rules._util import attrs_of, pc, pos_int, prob
 from simtrain.graph.rules.registry import rule
 
-__all__ = ["attention", "rotary", "attention_flops", "causal_fraction", "block_causal_fraction"]
+__all__ = ["attention", "rotary", "attention_flops", "causal_fraction", "block_causal_fraction", "key_blocks_run"]
 
 LSE_BYTES = 4  # fp32 log-sum-exp per (query row, head)
 
@@ -114,13 +114,21 @@ def block_causal_fraction(seq_q: int, seq_kv: int, q_block: int, kv_block: int) 
     kv_block) is the whole matrix: the mask is applied, nothing is skipped."""
     if seq_q <= 0 or seq_kv <= 0:
         return 1.0
-    computed = 0
+    computed = sum(rows * min(blocks * kv_block, seq_kv)
+                   for rows, blocks in key_blocks_run(seq_q, seq_kv, q_block, kv_block, causal=True))
+    return computed / (seq_q * seq_kv)
+
+
+def key_blocks_run(seq_q: int, seq_kv: int, q_block: int, kv_block: int, causal: bool) -> list[tuple[int, int]]:
+    """(queries, key blocks run) for each block of ``q_block`` queries of a blocked attention kernel:
+    causal, the ``kv_block``-key blocks that start before the query block's last visible key,
+    min(m + queries, seq_kv) (top-left aligned); otherwise every key block."""
+    out = []
     for m in range(0, seq_q, q_block):
         rows = min(q_block, seq_q - m)
-        last = min(m + rows, seq_kv)
-        blocks = -(-last // kv_block)
-        computed += rows * min(blocks * kv_block, seq_kv)
-    return computed / (seq_q * seq_kv)
+        keys = min(m + rows, seq_kv) if causal else seq_kv
+        out.append((rows, -(-keys // kv_block)))
+    return out
 
 
 def attention_flops(op: Op, convention: Literal["full", "causal"] = "full") -> PhaseCounts:
