@@ -48,17 +48,23 @@ from typing import TYPE_CHECKING
 from simtrain.calibrate.counts import optimizer_counts
 from simtrain.calibrate.records import Row
 from simtrain.calibrate.timing import _sample_cpu, timing_of
+from simtrain.cost.compute import COLD_GAP_CAP_S, COLD_REFERENCE_GAP_S
 from simtrain.glossary import DType
 
 if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle through the package
     from simtrain.calibrate.bench_ops import Bench
     from simtrain.calibrate.grids import Grid
 
-__all__ = ["STEP_GAP_S", "FIXED_OP", "OPTIMIZER_OPS", "bench_step_state", "fit_step_state", "cold_pairs"]
+__all__ = ["STEP_GAP_S", "DECAY_GAPS_S", "FIXED_OP", "OPTIMIZER_OPS", "bench_step_state", "fit_step_state",
+           "fit_half_gap", "cold_pairs", "HALF_GAP_GRID_S"]
 
-STEP_GAP_S = 0.02
+STEP_GAP_S = COLD_REFERENCE_GAP_S
 """Seconds of other work before each cold call: the order of a CPU training step (the validation
-zoo's run 15–190 ms here), after which the table above has levelled off."""
+zoo's run 15–190 ms here)."""
+DECAY_GAPS_S = (2e-4, 1e-3, 5e-3, COLD_GAP_CAP_S)
+"""The other gaps after which the fixed op is also timed cold: with :data:`STEP_GAP_S` they give how
+the cost grows with the gap (:func:`fit_half_gap`), from a layer repeated in a short step to an op
+run once per long step."""
 FIXED_OP = "mm8x64x64"
 """The call whose extra time is the fixed cost: too little data (18 KB) for the data to matter."""
 OPTIMIZER_OPS = ("sgd_momentum_step", "adamw_step")
@@ -113,12 +119,23 @@ def bench_step_state(b: Bench, grid: Grid) -> list[Row]:
         calls.append((f"relu{numel}", numel, (lambda x=x: torch.relu(x)), 8.0 * numel))
     calls += _optimizer_calls()
     for name, numel, fn, moved in calls:
-        for cold, times in zip((True, False), _pair_samples(fn, repeats, STEP_GAP_S, filler), strict=True):
-            t = timing_of(times)
-            rows.append(Row(bench=_BENCH, op_class=None, dtype=DType.FP32,
-                            params={"op": name, "numel": numel, "cold": cold, "gap_s": STEP_GAP_S},
-                            flops=0.0, bytes_moved=moved, median_s=t.median_s, p10_s=t.p10_s, p90_s=t.p90_s,
-                            repeats=t.repeats, device=b.device, ci_low_s=t.ci_low_s, ci_high_s=t.ci_high_s))
+        rows += _pair_rows(b.device, name, numel, moved, STEP_GAP_S, _pair_samples(fn, repeats, STEP_GAP_S, filler))
+    fixed_fn, fixed_moved = calls[0][2], calls[0][3]
+    for gap in DECAY_GAPS_S:  # how the fixed cost grows with the gap (Efficiency.step_call_half_gap_s)
+        rows += _pair_rows(b.device, FIXED_OP, 0, fixed_moved, gap, _pair_samples(fixed_fn, repeats, gap, filler))
+    return rows
+
+
+def _pair_rows(device: str, name: str, numel: int, moved: float, gap_s: float,
+               samples: tuple[list[float], list[float]]) -> list[Row]:
+    """The cold row (``cold`` True, after ``gap_s`` of filler) and the hot row of one call."""
+    rows = []
+    for cold, times in zip((True, False), samples, strict=True):
+        t = timing_of(times)
+        rows.append(Row(bench=_BENCH, op_class=None, dtype=DType.FP32,
+                        params={"op": name, "numel": numel, "cold": cold, "gap_s": gap_s},
+                        flops=0.0, bytes_moved=moved, median_s=t.median_s, p10_s=t.p10_s, p90_s=t.p90_s,
+                        repeats=t.repeats, device=device, ci_low_s=t.ci_low_s, ci_high_s=t.ci_high_s))
     return rows
 
 
@@ -144,12 +161,40 @@ def _optimizer_calls() -> list[tuple[str, int, Callable[[], object], float]]:
 
 
 def cold_pairs(rows: Sequence[Row]) -> dict[str, tuple[Row, Row]]:
-    """(cold, hot) rows of the bench by op name."""
-    by: dict[str, dict[bool, Row]] = {}
+    """(cold, hot) rows of the bench by op name, at the reference gap (:data:`STEP_GAP_S`)."""
+    return {op: pair for (op, gap), pair in _pairs_by_gap(rows).items() if gap == STEP_GAP_S}
+
+
+def _pairs_by_gap(rows: Sequence[Row]) -> dict[tuple[str, float], tuple[Row, Row]]:
+    """(cold, hot) rows of the bench by (op name, gap); rows measured before the bench sampled several
+    gaps carry the reference gap."""
+    by: dict[tuple[str, float], dict[bool, Row]] = {}
     for r in rows:
         if r.bench == _BENCH:
-            by.setdefault(str(r.params["op"]), {})[bool(r.params["cold"])] = r
+            key = (str(r.params["op"]), float(r.params.get("gap_s", STEP_GAP_S)))
+            by.setdefault(key, {})[bool(r.params["cold"])] = r
     return {k: (v[True], v[False]) for k, v in by.items() if len(v) == 2}
+
+
+HALF_GAP_GRID_S = tuple(10 ** (-5 + 5 * i / 200) for i in range(201))
+"""Candidate half gaps h for :func:`fit_half_gap` (10 µs … 1 s, log-spaced)."""
+
+
+def fit_half_gap(rows: Sequence[Row]) -> dict[str, float]:
+    """``step_call_half_gap_s``: the h whose saturating curve A · g / (g + h) best fits the fixed op's
+    cold − hot times over its gaps (:data:`DECAY_GAPS_S` and the reference), least squares with A in
+    closed form for each h of :data:`HALF_GAP_GRID_S`. Needs three gaps at least and a cost that
+    grows (some difference > 0); else empty (the flat cost stays)."""
+    points = [(gap, c.median_s - h.median_s) for (op, gap), (c, h) in _pairs_by_gap(rows).items()
+              if op == FIXED_OP and gap > 0]
+    if len(points) < 3 or max(d for _, d in points) <= 0:
+        return {}
+
+    def residual(half: float) -> float:
+        phi = [g / (g + half) for g, _ in points]
+        amp = sum(p * d for p, (_, d) in zip(phi, points, strict=True)) / sum(p * p for p in phi)
+        return sum((d - amp * p) ** 2 for p, (_, d) in zip(phi, points, strict=True))
+    return {"step_call_half_gap_s": min(HALF_GAP_GRID_S, key=residual)}
 
 
 def fit_step_state(rows: Sequence[Row]) -> dict[str, float]:
@@ -170,4 +215,4 @@ def fit_step_state(rows: Sequence[Row]) -> dict[str, float]:
     steps = [max(c.median_s - h.median_s, 0.0) for name, (c, h) in pairs.items() if name in OPTIMIZER_OPS]
     if steps:
         out["step_optimizer_s"] = statistics.median(steps)
-    return out
+    return out | fit_half_gap(rows)

@@ -37,9 +37,15 @@ from simtrain.specs.hardware import Device, Efficiency
 __all__ = ["op_seconds", "attention_kernel_seconds", "matrix_peak_flops_per_s", "alignment_factor", "device_efficiency",
            "MATRIX_CLASSES", "compute_seconds", "memory_seconds", "dataflow_efficiency",
            "streaming_bandwidth_bytes_per_s", "cache_miss_slowdown", "first_touch_seconds", "conv_layout_seconds",
-           "strided_agrad_factor"]
+           "strided_agrad_factor", "cold_call_scale", "COLD_REFERENCE_GAP_S", "COLD_GAP_CAP_S"]
 
 MATRIX_CLASSES = frozenset({OpClass.MATMUL, OpClass.CONV, OpClass.ATTENTION})
+COLD_REFERENCE_GAP_S = 0.02
+"""Gap of other kernels after which a profile's ``step_call_overhead_s`` and ``step_optimizer_s`` were
+measured (calibrate/bench_cold.py): the order of a CPU training step."""
+COLD_GAP_CAP_S = 0.06
+"""Longest gap the bench samples; :func:`cold_call_scale` holds its value beyond it rather than extend
+the power law past the data (the cost must level off once everything is cold)."""
 
 _DTYPE_FALLBACK = {DType.TF32: DType.FP32, DType.FP16: DType.BF16, DType.BF16: DType.FP16}
 
@@ -243,6 +249,17 @@ def strided_agrad_factor(stride: tuple[int, ...] | int | None, eff: Efficiency) 
     for s in (stride,) if isinstance(stride, int) else stride:
         prod *= max(int(s), 1)
     return float(prod) ** eff.strided_agrad_exponent
+
+
+def cold_call_scale(gap_s: float, eff: Efficiency) -> float:
+    """Factor on the in-step costs measured at :data:`COLD_REFERENCE_GAP_S` for a kernel whose code last
+    ran ``gap_s`` ago: φ(g) / φ(reference), φ(g) = g / (g + h), h = ``eff.step_call_half_gap_s``, g held
+    at :data:`COLD_GAP_CAP_S` at most (a saturating loss of state: calibrate/bench_cold.py); 1.0 for h = 0."""
+    half = eff.step_call_half_gap_s
+    if half <= 0:
+        return 1.0
+    g = min(max(gap_s, 0.0), COLD_GAP_CAP_S)
+    return g / (g + half) * (COLD_REFERENCE_GAP_S + half) / COLD_REFERENCE_GAP_S
 
 
 def first_touch_seconds(tensor_bytes: float, eff: Efficiency) -> float:

@@ -328,7 +328,7 @@ def _step_memory_seconds(op: Op, phase: str, act_bytes: float, bytes_moved: floa
 
 def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficiency,
             tp: int = 1, sp: bool = False, ep: int = 1, moe_imbalance: float = 1.0, stack=None,
-            backward_working_set_bytes: float = 0.0) -> OpCost:
+            backward_working_set_bytes: float = 0.0, call_overhead_s: float | None = None) -> OpCost:
     """Roofline seconds of ``op`` for one micro-batch of ``micro_batch`` samples on one rank.
 
     ``moe_imbalance`` (≥ 1): the busiest expert rank receives that many times its fair share of
@@ -336,8 +336,11 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
     attention kernel family, and how much of the eager elementwise / norm traffic and launches
     its fusion leaves. ``backward_working_set_bytes``: the activations the step saves for its backward
     (per micro-batch, this rank): what a backward op's reads compete with in a cache tier
-    (``memory_seconds``; only devices with ``Efficiency.cache_bytes`` > 0 notice)."""
+    (``memory_seconds``; only devices with ``Efficiency.cache_bytes`` > 0 notice). ``call_overhead_s``:
+    the in-step cost of each launch of this op when its gap is known (``parallel.cold_calls``); None:
+    ``eff.step_call_overhead_s``."""
     f = shard_factors(op, tp, sp, ep)
+    call_s = eff.step_call_overhead_s if call_overhead_s is None else call_overhead_s
     kernel = _kernel_for(op, eff, stack)
     fusable = stack is not None and op.op_class in _FUSABLE
     traffic = stack.elementwise_bytes_fraction if fusable else 1.0
@@ -369,7 +372,7 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         t_m = _step_memory_seconds(op, phase, act_bytes * traffic, bytes_moved, f, micro_batch, ab, device, eff,
                                    backward_working_set_bytes)
         kernels = _MATERIALISED_KERNELS if sequential else launches
-        launch_s = (eff.launch_overhead_s + eff.step_call_overhead_s) * kernels
+        launch_s = (eff.launch_overhead_s + call_s) * kernels
         sec = (t_c + t_m if sequential else max(t_c, t_m)) + launch_s  # legs kept apart for the bottleneck
         sec += _fresh_tensor_s(op, phase, f, micro_batch, ab, wb, eff)
         if _dense_conv(op):  # NCHW activations reordered to the kernel's layout and back

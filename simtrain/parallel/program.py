@@ -14,13 +14,14 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 
-from simtrain.cost.compute import device_efficiency, memory_seconds
+from simtrain.cost.compute import cold_call_scale, device_efficiency, memory_seconds
 from simtrain.cost.memory import ParamMemory, param_memory
 from simtrain.cost.op_cost import OpCost, op_cost, saved_bytes
 from simtrain.cost.optimizer import impl_kernels, impl_of_config, impl_passes, tensor_overhead_seconds
 from simtrain.cost.precision import Regime, regime
 from simtrain.graph.model import Model
 from simtrain.graph.op import Op
+from simtrain.parallel.cold_calls import ColdCalls, cold_calls
 from simtrain.parallel.comm_tasks import CommTask, microbatch_comm, step_comm
 from simtrain.parallel.model_index import model_index
 from simtrain.parallel.recompute import recomputed_count, selected
@@ -126,15 +127,35 @@ class _OpCoster:
             self.saved_set = memo[skey]
         entry = memo.get(key)
         if entry is None or entry[0] is not self.device:  # id reuse after a device was freed
-            entry = memo[key] = (self.device, {})
+            entry = memo[key] = (self.device, {}, self._cold_calls(model))
         self.cache: dict[int, OpCost] = entry[1]
+        self.cold: ColdCalls | None = entry[2]
+
+    def _cold_calls(self, model: Model | None) -> ColdCalls | None:
+        """Each op's in-step launch cost at its gap, where the profile measured how it grows with the
+        gap (``Efficiency.step_call_half_gap_s``; parallel/cold_calls.py); None: every launch pays
+        ``step_call_overhead_s``."""
+        if model is None or self.eff.step_call_half_gap_s <= 0 or self.eff.step_call_overhead_s <= 0:
+            return None
+        return cold_calls(model, lambda op: self._op_cost(op, 0.0), self.eff)
+
+    def _op_cost(self, op: Op, call_overhead_s: float | None) -> OpCost:
+        return op_cost(op, self.micro, self.reg, self.device, self.eff, self.lay.tp, self.sp, self.lay.ep,
+                       self.imbalance, self.stack, self.saved_set, call_overhead_s)
+
+    @property
+    def optimizer_cold_scale(self) -> float:
+        """Factor on ``Efficiency.step_optimizer_s``: the optimizer's code last ran a step ago, this
+        rank's micro-batches of its share of the layers (1.0 without a gap law)."""
+        if self.cold is None:
+            return 1.0
+        return cold_call_scale(self.cold.cycle_s * self.lay.micro_batches / self.lay.pp, self.eff)
 
     def __call__(self, op: Op) -> OpCost:
         key = id(op)  # representatives from the model index: one object per distinct op
         c = self.cache.get(key)
         if c is None:
-            c = op_cost(op, self.micro, self.reg, self.device, self.eff, self.lay.tp, self.sp, self.lay.ep,
-                        self.imbalance, self.stack, self.saved_set)
+            c = self._op_cost(op, self.cold.of(op, self.eff) if self.cold is not None else None)
             self.cache[key] = c
         return c
 
@@ -307,7 +328,8 @@ def _update_seconds(stream_bytes: float, copy_bytes: float, coster: _OpCoster) -
         return nbytes / cold if cold > 0 else memory_seconds(nbytes, device, eff)
     if eff.step_optimizer_s <= 0:
         return cold_s(stream_bytes + copy_bytes)
-    return memory_seconds(stream_bytes, device, eff) + eff.step_optimizer_s + cold_s(copy_bytes)
+    fixed_s = eff.step_optimizer_s * coster.optimizer_cold_scale
+    return memory_seconds(stream_bytes, device, eff) + fixed_s + cold_s(copy_bytes)
 
 
 def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, reg: Regime,

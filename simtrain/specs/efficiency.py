@@ -128,6 +128,17 @@ class Efficiency(Spec):
     after 20 ms of other kernels, on this project's EPYC VM). Charged on every launch of the model's
     ops; not on the optimizer's, which repeat over the parameter tensors back to back as in their
     bench. 0: not costed (bench rows never pay it)."""
+    step_call_half_gap_s: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """How the in-step costs measured after a 20 ms gap (``step_call_overhead_s``, ``step_optimizer_s``)
+    depend on the time g since a kernel of the same signature last ran: × φ(g) / φ(20 ms) with
+    φ(g) = g / (g + h), h this field, g held at 60 ms at most (``cost.compute.cold_call_scale``).
+    Measured on this project's EPYC VM (the 8×64 @ 64×64 matmul after 0.2 / 1 / 5 / 20 / 60 ms of
+    other small kernels: +0.6 / 2.6 / 6.1 / 11.1 / 12.6 µs, h ≈ 5 ms), while after 30 ms of the same
+    matmul on other tensors it was +1.5 µs: what goes cold is the kernel's code path at its shapes,
+    not its data. So a layer repeated many times in a short step launches nearly hot and an op run
+    once per long step pays the full cost; the cost layer takes an op's gap as the micro-batch's time
+    over the number of ops of its signature (``parallel.cold_calls``). 0: every launch pays
+    ``step_call_overhead_s`` (profiles fitted before the bench sampled several gaps)."""
     step_cold_bytes_per_s: Annotated[float, Field(ge=0, le=1e15)] = 0.0
     """Rate at which an op inside a step streams the bytes nobody touched since the step before
     (weights, saved activations, a second operand, the memory its output goes to): all it moves but

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from simtrain.calibrate.bench_cold import FIXED_OP, OPTIMIZER_OPS, STEP_GAP_S, fit_step_state
+from simtrain.calibrate.bench_cold import DECAY_GAPS_S, FIXED_OP, OPTIMIZER_OPS, STEP_GAP_S, fit_step_state
 from simtrain.calibrate.records import Row
 from simtrain.glossary import DType, OpClass
 from simtrain.specs.efficiency import ComputeCurve
@@ -119,7 +119,11 @@ def test_bench_times_a_cold_and_a_warm_call_of_each_op():
         assert cold.params["gap_s"] == STEP_GAP_S and cold.repeats == warm.repeats >= 5
         assert cold.bytes_moved == warm.bytes_moved > 0
     assert pairs["relu65536"][0].bytes_moved == 8 * 65536  # reads and writes 4 B per element
-    assert set(fit_step_state(m.rows)) <= {"step_call_overhead_s", "step_cold_bytes_per_s", "step_optimizer_s"}
+    assert set(fit_step_state(m.rows)) <= {"step_call_overhead_s", "step_cold_bytes_per_s", "step_optimizer_s",
+                                           "step_call_half_gap_s"}
+    # the fixed op is also timed cold after each of the other gaps, each with its hot partner
+    gaps = {r.params["gap_s"] for r in m.rows if r.params.get("op") == FIXED_OP and r.params["cold"]}
+    assert gaps == {STEP_GAP_S, *DECAY_GAPS_S}
 
 
 def test_a_torch_without_cpu_fused_optimizers_skips_the_optimizer_pairs(monkeypatch):
