@@ -24,6 +24,15 @@ The cost layer charges both in a step (``cost.op_cost``): each launch pays the f
 byte an op moves except the tensor the op just before it wrote streams at the cold rate. The
 benchmark rows themselves are predicted hot, as they are timed.
 
+The fixed cost depends on the gap, and what goes cold is the kernel's code path at its shapes, not
+its data: after 30 ms of the same 8×64 @ 64×64 matmul on other tensors the call was 1.5 µs slower
+than hot, after 30 ms of other kernels 37 µs (and after 30 ms asleep 134 µs). So the bench also
+times the fixed op after :data:`DECAY_GAPS_S` of filler (one full-grid run here: +0.6 / 2.6 / 6.1 /
+11.1 / 12.6 µs after 0.2 / 1 / 5 / 20 / 60 ms) and :func:`fit_half_gap` fits the saturating
+A · g / (g + h) to them (h = 5.6 ms there; ``Efficiency.step_call_half_gap_s``). The cost layer
+charges each op at its own gap (``parallel.cold_calls``): the micro-batch time over the number of
+ops of its signature, so a layer repeated 32 times in a 1 ms step launches nearly hot.
+
 A third part is the optimizer's step (``Efficiency.step_optimizer_s``): ``optimizer.step()`` is a
 few thousand lines of Python and dispatch around its kernels, all of it cold after a forward and a
 backward. Timed on 11–62 tensors here, a fused SGD-with-momentum or AdamW step took 0.35–0.45 ms more

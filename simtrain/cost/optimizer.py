@@ -171,7 +171,19 @@ def tensor_overhead_key(kind: OptimizerKind | str, impl: str) -> str:
     return f"{OptimizerKind(kind).value}/{impl}"
 
 
+_SAME_HOST_CODE = {"adam": "adamw", "adamw": "adam"}
+"""Optimizers whose step runs the same host code as another's (PyTorch's Adam and AdamW share their
+functional implementation and kernels, AdamW adding the decoupled decay): one's fitted per-tensor
+overhead stands for the other's where only one was benched."""
+
+
 def tensor_overhead_seconds(kind: OptimizerKind | str, impl: str, tensors: int, eff) -> float:
     """Host seconds of one step's per-tensor work beyond its kernel launches: ``tensors`` × the
-    efficiency's fitted overhead for this optimizer and implementation (0 where none was fitted)."""
-    return max(tensors, 0) * eff.optimizer_tensor_overhead_s.get(tensor_overhead_key(kind, impl), 0.0)
+    efficiency's fitted overhead for this optimizer and implementation, or for the optimizer sharing
+    its host code (:data:`_SAME_HOST_CODE`); 0 where neither was fitted."""
+    table = eff.optimizer_tensor_overhead_s
+    value = table.get(tensor_overhead_key(kind, impl))
+    twin = _SAME_HOST_CODE.get(OptimizerKind(kind).value)
+    if value is None and twin is not None:
+        value = table.get(tensor_overhead_key(twin, impl))
+    return max(tensors, 0) * (value or 0.0)

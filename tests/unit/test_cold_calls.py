@@ -103,3 +103,27 @@ def test_a_step_estimate_is_unchanged_without_a_half_gap_and_lighter_with_one():
     # a millisecond-scale step: every gap is far below 20 ms, so launches and the optimizer pay less
     c = step_s(flat.model_copy(update={"step_call_half_gap_s": 5e-3}))
     assert c["compute"] < a["compute"] and c["optimizer"] < a["optimizer"]
+
+
+def test_closed_form_and_simulator_charge_the_same_gap_scaled_costs():
+    import simtrain as st
+    from simtrain.cost.compute import device_efficiency
+    base = st.load_device("host-cpu")
+    eff = device_efficiency(base).model_copy(update={"step_call_overhead_s": 12e-6, "step_optimizer_s": 3e-4,
+                                                     "step_call_half_gap_s": 5e-3})
+    cluster = st.Cluster.single(base.model_copy(update={"efficiency": eff}))
+    for batch in (8, 32):  # one micro-batch, and four accumulated (the optimizer's gap is the whole step)
+        cfg = dict(global_batch_size=batch, micro_batch_size=8, optimizer="adamw", precision="fp32")
+        model = st.load_model("mlp-mnist")
+        assert st.simulate(model, cluster, cfg).step_time_s == pytest.approx(st.estimate(model, cluster, cfg).step_time_s,
+                                                                            rel=1e-9)
+
+
+def test_adam_takes_adamws_fitted_per_tensor_overhead_where_only_adamw_was_benched():
+    from simtrain.cost.optimizer import tensor_overhead_seconds
+    eff = _eff(0.0).model_copy(update={"optimizer_tensor_overhead_s": {"adamw/fused": 4e-6, "sgd/foreach": 1e-7}})
+    assert tensor_overhead_seconds("adam", "fused", 10, eff) == pytest.approx(40e-6)  # shared host code
+    assert tensor_overhead_seconds("adamw", "fused", 10, eff) == pytest.approx(40e-6)
+    assert tensor_overhead_seconds("momentum", "fused", 10, eff) == 0.0  # nothing measured for it
+    own = eff.model_copy(update={"optimizer_tensor_overhead_s": {"adamw/fused": 4e-6, "adam/fused": 5e-6}})
+    assert tensor_overhead_seconds("adam", "fused", 10, own) == pytest.approx(50e-6)  # its own wins
