@@ -110,11 +110,13 @@ def _memory_start(eff: Efficiency, m: Measurements) -> Efficiency:
     (calibrate/bench_memory.py), the dropout draw rate (calibrate/bench_rng.py) and the NCHW layout
     reorders of convolutions (calibrate/bench_layout.py), an op's extra cost inside a step
     (calibrate/bench_cold.py), the ranks' per-step jitter (calibrate/bench_jitter.py), attention's
-    ramp per flash tile (``Efficiency.flash_tiles``, with attention rows); unchanged where the
-    measurements have none of them."""
+    ramp per flash tile (``Efficiency.flash_tiles``, with attention rows), the fixed cost outside the
+    rows and depth ramps (``Efficiency.fixed_cost_unramped``); unchanged where the measurements have none
+    of them."""
     update: dict[str, float | bool] = (dict(fit_first_touch(m.rows)) | fit_rng(m.rows) | fit_conv_layout(m.rows)
                                 | fit_step_state(m.rows) | fit_rank_jitter(m.rows))
     update["flash_tiles"] = any(r.bench == "sdpa" for r in m.rows)  # CPU attention's half_flops per tile
+    update["fixed_cost_unramped"] = True  # the ramps scale the FLOPs' rate, not the fixed cost
     llc = float(m.settings.get("llc_bytes") or 0.0)
     if llc > 0:
         update.update(cache_bytes=llc, cache_miss_bandwidth_fraction=0.5)

@@ -190,7 +190,8 @@ def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DTyp
     own curve where the efficiency has them (``Efficiency.kind_compute``; grouped convolutions:
     :func:`curve_kind`). ``tiles``: pieces the kernel runs one after another, each paying the curve's
     ``half_flops`` ramp on its own share of the FLOPs (a CPU flash attention's tiles:
-    ``op_cost.flash_tiles``), so t = flops / rate + tiles · half_flops / rate."""
+    ``op_cost.flash_tiles``), so t = flops / rate + tiles · half_flops / rate; the rows and depth ramps
+    scale the rate of the FLOPs, and of the fixed cost too unless ``eff.fixed_cost_unramped``."""
     if flops <= 0:
         return 0.0
     curve = eff.phase_curve(op_class, phase, _priced_kind(eff, curve_kind(kind, op_class, gemm)))
@@ -198,12 +199,15 @@ def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DTyp
         peak = matrix_peak_flops_per_s(device, dtype) * alignment_factor(_conv_lanes(gemm, op_class), m_rows, device)
     else:
         peak = device.vector_peak_flops_per_s
-    per_tile = flops / max(tiles, 1.0)
-    achieved = peak * eff.sustained_clock_fraction * curve.peak_fraction * per_tile / (per_tile + curve.half_flops)
+    rate = peak * eff.sustained_clock_fraction * curve.peak_fraction
+    ramps = 1.0
     if gemm is not None:
         rows, depth = _rows_and_depth(_conv_lanes(gemm, op_class), m_rows, phase)
-        achieved *= rows / (rows + curve.half_rows) * depth / (depth + curve.half_depth)
-    return flops / achieved
+        ramps = rows / (rows + curve.half_rows) * depth / (depth + curve.half_depth)
+    fixed_flops = max(tiles, 1.0) * curve.half_flops
+    if eff.fixed_cost_unramped:
+        return flops / (rate * ramps) + fixed_flops / rate
+    return (flops + fixed_flops) / (rate * ramps)
 
 
 def attention_kernel_seconds(flops: float, phase: str, seq: int, causal: bool, kernel, device: Device,

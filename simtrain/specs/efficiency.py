@@ -95,6 +95,13 @@ class Efficiency(Spec):
     besides its FLOPs, so a call of many short tiles (short sequences, many heads) runs below the rate of
     one with the same FLOPs in few long ones. Set by ``st.calibrate`` on a CPU; False (per call) in
     profiles fitted before, which keep their predictions."""
+    fixed_cost_unramped: bool = False
+    """The curves' ``half_flops`` is a fixed cost per call (per tile) that the ``half_rows`` and
+    ``half_depth`` ramps do not multiply: t = F / (rate · ramps) + half_flops / rate. The ramps price work
+    done at a lower rate (a register tile with few rows filled, an output tile stored every few
+    multiply-adds), which grows with the FLOPs; the fixed cost (dispatch, packing setup, the thread
+    team) does not. Multiplied, a 4 × 16 × 16 GEMM was priced at ~11.7 µs against ~2 µs timed here.
+    Set by ``st.calibrate``; False in profiles fitted before, which keep their predictions."""
     cache_bytes: Annotated[float, Field(ge=0, le=1e12)] = 0.0
     """Capacity of the on-chip cache tier streaming ops may hit (a CPU's last-level cache); 0: one tier.
     An op moving B bytes finds h = min(1, cache_bytes / B) of them in cache (the producer's last

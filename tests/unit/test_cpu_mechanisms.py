@@ -201,6 +201,28 @@ def test_rows_and_depth_ramps_by_hand():
         compute_seconds(1e9, OpClass.CONV, dev, DType.FP32, _conv_eff()))
 
 
+def test_the_fixed_cost_outside_the_ramps_by_hand():
+    """half_flops 1e6 at rate 0.5 × peak; ramps × 0.375 (as above). Multiplied (profiles fitted before):
+    (F + 1e6) / (0.5 · peak · 0.375); outside: F / (0.5 · peak · 0.375) + 1e6 / (0.5 · peak)."""
+    import simtrain as st
+    from simtrain.cost.compute import alignment_factor, compute_seconds, matrix_peak_flops_per_s
+    from simtrain.graph.op import Gemm
+    dev = st.load_device("host-cpu")
+    gemm, rows = Gemm(m=12, n=64, k=48), 96
+    rate = matrix_peak_flops_per_s(dev, DType.FP32) * alignment_factor(gemm, rows, dev) * 0.5
+    eff = _conv_eff(half_flops=1e6, half_rows=96, half_depth=16)
+    for flops in (2e3, 1e9):
+        multiplied = compute_seconds(flops, OpClass.CONV, dev, DType.FP32, eff, gemm, rows)
+        assert multiplied == pytest.approx((flops + 1e6) / (rate * 0.375))
+        outside = compute_seconds(flops, OpClass.CONV, dev, DType.FP32,
+                                  eff.model_copy(update={"fixed_cost_unramped": True}), gemm, rows)
+        assert outside == pytest.approx(flops / (rate * 0.375) + 1e6 / rate)
+    # without ramps (no GEMM geometry) the two forms are one
+    plain = [compute_seconds(2e3, OpClass.CONV, dev, DType.FP32, e)
+             for e in (eff, eff.model_copy(update={"fixed_cost_unramped": True}))]
+    assert plain[0] == pytest.approx(plain[1])
+
+
 def test_backward_curve_only_in_backward_phases():
     import simtrain as st
     from simtrain.cost.compute import compute_seconds

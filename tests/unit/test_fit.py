@@ -204,6 +204,7 @@ def test_cpu_base_gets_first_principles_peak_and_only_measured_dtypes():
     assert d.peak(DType.FP32) == pytest.approx(best.flops_per_s)
     assert d.peak_flops_per_s[DType.FP32].mark.value == "D"
     assert d.vector_flops_per_s is None
+    assert d.efficiency.fixed_cost_unramped  # a new fit keeps the fixed cost outside the ramps
 
 
 def test_profile_round_trips_and_works_as_a_device_spec(tmp_path):
