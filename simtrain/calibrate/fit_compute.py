@@ -42,6 +42,7 @@ BOUNDS = {"peak_fraction": (1e-5, 1.0), "half_flops": (1.0, 1e14), "memory_bandw
           "memory_half_bytes": (1.0, 1e11), "launch_overhead_s": (1e-9, 1e-1),
           "cache_miss_bandwidth_fraction": (1e-3, 1.0), "strided_agrad_exponent": (1e-3, 2.0),
           "half_rows": (1.0, 1e6), "half_depth": (1e-2, 1e5), "optimizer_tensor_overhead_s": (1e-9, 1e-2),
+          "optimizer_step_overhead_s": (1e-9, 1e-2),
           "cache_bytes": (float(1 << 16), 1e12)}
 _GLOBALS = ("memory_bandwidth_fraction", "memory_half_bytes", "launch_overhead_s")
 _CACHE = ("cache_miss_bandwidth_fraction", "cache_bytes")
@@ -69,6 +70,11 @@ _OPTIM = "optim:"
 (``Efficiency.optimizer_tensor_overhead_s``): one parameter per optimizer and implementation the bench
 timed, identified by its rows over 8, 32 and 256 tensors, so it is left out of the prior (its base
 value is "not costed", which a prior in log space would pull it towards)."""
+_OPTIM_STEP = "optim_step:"
+"""Prefix of an optimizer's per-step host overhead (``Efficiency.optimizer_step_overhead_s``), fitted
+with its per-tensor one where the key's rows span :data:`_STEP_TENSOR_COUNTS` tensor counts or more
+(fewer cannot tell a cost per step from one per tensor)."""
+_STEP_TENSOR_COUNTS = 3
 _OPTIM_MIN_START_S = 1e-6
 """The smallest start of an optimizer's per-tensor overhead: 1 µs, about one Python statement."""
 _KIND = "kind:"
@@ -120,8 +126,14 @@ def row_kind(row: Row) -> str:
 
 
 def _optim_names(rows: Sequence[Row]) -> list[str]:
-    """One per-tensor overhead per (optimizer, implementation) with optimizer rows."""
-    return [_OPTIM + k for k in sorted({tensor_overhead_key(*row_optimizer(r)) for r in rows if r.phase == "optim"})]
+    """One per-tensor overhead per (optimizer, implementation) with optimizer rows, and one per-step
+    overhead for those whose rows span :data:`_STEP_TENSOR_COUNTS` tensor counts."""
+    counts: dict[str, set[int]] = {}
+    for r in rows:
+        if r.phase == "optim":
+            counts.setdefault(tensor_overhead_key(*row_optimizer(r)), set()).add(int(r.params.get("tensors", 0)))
+    keys = sorted(counts)
+    return [_OPTIM + k for k in keys] + [_OPTIM_STEP + k for k in keys if len(counts[k]) >= _STEP_TENSOR_COUNTS]
 
 
 def _kind_names(rows: Sequence[Row]) -> list[str]:
@@ -140,6 +152,8 @@ def _curve_of(eff: Efficiency, key: str) -> ComputeCurve:
 def _kind(name: str) -> str:
     if name.startswith(_OPTIM):
         return "optimizer_tensor_overhead_s"
+    if name.startswith(_OPTIM_STEP):
+        return "optimizer_step_overhead_s"
     return name.rsplit(".", 1)[-1]
 
 
@@ -161,9 +175,12 @@ def efficiency_from(theta: np.ndarray, names: Sequence[str], start: Efficiency) 
                 (backward if key.endswith(_BW) else compute)[OpClass(key.removesuffix(_BW))] = curve
     optim = dict(start.optimizer_tensor_overhead_s)
     optim.update({n.removeprefix(_OPTIM): float(values[n]) for n in names if n.startswith(_OPTIM)})
-    update = {g: float(values[g]) for g in names if "." not in g and not g.startswith(_OPTIM)}
+    step = dict(start.optimizer_step_overhead_s)
+    step.update({n.removeprefix(_OPTIM_STEP): float(values[n]) for n in names if n.startswith(_OPTIM_STEP)})
+    update = {g: float(values[g]) for g in names if "." not in g and not g.startswith((_OPTIM, _OPTIM_STEP))}
     return start.model_copy(update={"compute": compute, "backward_compute": backward, "kind_compute": kinds,
-                                    "optimizer_tensor_overhead_s": optim, **update})
+                                    "optimizer_tensor_overhead_s": optim, "optimizer_step_overhead_s": step,
+                                    **update})
 
 
 def _theta_of(eff: Efficiency, names: Sequence[str]) -> np.ndarray:
@@ -171,6 +188,8 @@ def _theta_of(eff: Efficiency, names: Sequence[str]) -> np.ndarray:
     for name in names:
         if name.startswith(_OPTIM):
             vals.append(eff.optimizer_tensor_overhead_s.get(name.removeprefix(_OPTIM), 0.0))
+        elif name.startswith(_OPTIM_STEP):
+            vals.append(eff.optimizer_step_overhead_s.get(name.removeprefix(_OPTIM_STEP), 0.0))
         elif "." in name:
             key, field = name.split(".")
             vals.append(getattr(_curve_of(eff, key), field))
@@ -231,19 +250,34 @@ def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base:
 
 def _optimizer_guess(rows: Sequence[Row], names: Sequence[str], device: Device, theta: np.ndarray,
                      start: Efficiency) -> np.ndarray:
-    """``theta`` (a fit without the optimizer overheads) extended by each optimizer's per-tensor
-    overhead at what its rows leave unexplained: the median over its rows of (measured − predicted
-    without the overhead) / tensors, at
-    least :data:`_OPTIM_MIN_START_S` (the fit works in log space, where a start near 0 has no gradient:
-    ∂t/∂ln θ ∝ θ; the bounds still let it go to 1 ns)."""
+    """``theta`` (a fit without the optimizer overheads) extended by each optimizer's overheads at what
+    its rows leave unexplained (measured − predicted without them): per tensor, the median of that over
+    the tensor count; where the key also has a per-step overhead, the least-squares line through it
+    against the tensor count (:func:`_per_step_and_tensor`). Each at least :data:`_OPTIM_MIN_START_S`
+    (the fit works in log space, where a start near 0 has no gradient: ∂t/∂ln θ ∝ θ; the bounds still
+    let it go to 1 ns)."""
     eff = efficiency_from(theta, names[:len(theta)], start)
+    fitted = set(names[len(theta):])
     extra = []
     for name in names[len(theta):]:
-        key = name.removeprefix(_OPTIM)
+        key = name.removeprefix(_OPTIM_STEP if name.startswith(_OPTIM_STEP) else _OPTIM)
         mine = [r for r in rows if r.phase == "optim" and tensor_overhead_key(*row_optimizer(r)) == key]
-        left = [(r.median_s - predict_row(r, device, eff)) / max(int(r.params.get("tensors", 1)), 1) for r in mine]
-        extra.append(math.log(min(max(float(np.median(left)), _OPTIM_MIN_START_S), BOUNDS[_kind(name)][1])))
+        tensors = [max(int(r.params.get("tensors", 1)), 1) for r in mine]
+        left = [r.median_s - predict_row(r, device, eff) for r in mine]
+        if _OPTIM_STEP + key in fitted:
+            per_step, per_tensor = _per_step_and_tensor(left, tensors)
+            value = per_step if name.startswith(_OPTIM_STEP) else per_tensor
+        else:
+            value = float(np.median([x / t for x, t in zip(left, tensors, strict=True)]))
+        extra.append(math.log(min(max(value, _OPTIM_MIN_START_S), BOUNDS[_kind(name)][1])))
     return np.concatenate([theta, extra])
+
+
+def _per_step_and_tensor(left: Sequence[float], tensors: Sequence[int]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through (tensor count, seconds unexplained)."""
+    t, y = np.asarray(tensors, dtype=float), np.asarray(left, dtype=float)
+    slope, intercept = np.polyfit(t, y, 1)
+    return float(intercept), float(slope)
 
 
 def _starts(rows: Sequence[Row], names: Sequence[str], device: Device, prior: np.ndarray,

@@ -126,7 +126,7 @@ _FULL = replace(
     # every 4× from 1 KiB, and 2× around a last-level cache's size (8 to 128 MiB moved), where the
     # fit places the effective cache capacity (fit_compute._CACHE)
     copy_numel=tuple(sorted({1 << p for p in range(8, 27, 2)} | {1 << 21, 1 << 23})),
-    optimizer=((32, 1 << 15), (8, 1 << 19), (256, 1024)),
+    optimizer=((32, 1 << 15), (8, 1 << 19), (256, 1024), (4, 1024)),
     collective_bytes=tuple(1 << p for p in range(8, 25, 2)), collective_world_sizes=(2, 4),
     # + ResNet-50's conv3_x 1×1 reduce and expand
     conv_layout=_QUICK.conv_layout + ((8, 512, 28, 28, 128, 1, 1, 1, 0, 1), (8, 128, 28, 28, 512, 1, 1, 1, 0, 1)),

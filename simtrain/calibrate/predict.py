@@ -11,7 +11,8 @@ against these predictions is a fit of the estimator itself (fit and estimate can
   strided conv's activation-gradient part executes ``strided_agrad_factor`` times its FLOPs;
 * optimizer rows: the memory leg on the step's traffic plus one launch per kernel
   (``simtrain.parallel.program._optimizer_seconds``: ``memory_seconds(passes × 4 B × params) +
-  kernels × launch_overhead_s + tensors × optimizer_tensor_overhead_s[kind/impl]``; the row's bytes and
+  kernels × launch_overhead_s + tensors × optimizer_tensor_overhead_s[kind/impl] +
+  optimizer_step_overhead_s[kind/impl]``; the row's bytes and
   calls come from ``simtrain.cost.optimizer``);
 * collective rows: ``simtrain.cost.collectives.collective_time`` on a one-dimension switch topology of
   ``world_size`` ranks (the fitted link), algorithm chosen as the estimator chooses it.
@@ -30,7 +31,7 @@ from simtrain.cost.compute import (
     strided_agrad_factor,
 )
 from simtrain.cost.op_cost import causal_executed_fraction, priced_flash_tiles
-from simtrain.cost.optimizer import tensor_overhead_seconds
+from simtrain.cost.optimizer import step_overhead_seconds, tensor_overhead_seconds
 from simtrain.glossary import DTYPE_BYTES
 from simtrain.graph.op import Gemm
 from simtrain.specs.hardware import Device, Efficiency
@@ -93,7 +94,9 @@ def predict_row(row: Row, device: Device, eff: Efficiency, own_kind: bool = True
     """Predicted seconds of one timed call of a compute row (``row.op_class`` is not None);
     ``own_kind=False`` costs it on its class's curve even where its kind has one of its own."""
     if row.phase == "optim":
-        host_s = tensor_overhead_seconds(*row_optimizer(row), int(row.params.get("tensors", 0)), eff)
+        kind, impl = row_optimizer(row)
+        host_s = tensor_overhead_seconds(kind, impl, int(row.params.get("tensors", 0)), eff)
+        host_s += step_overhead_seconds(kind, impl, eff)
         return memory_seconds(row.bytes_moved, device, eff) + row.calls * eff.launch_overhead_s + host_s
     gemm, m_rows = row_gemm(row)
     parts = row.calls

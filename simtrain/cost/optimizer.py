@@ -41,7 +41,7 @@ from simtrain.glossary import OptimizerKind
 
 __all__ = ["OptimizerTraits", "traits", "state_elements", "step_passes", "OPTIMIZER_IMPLS", "OP_SEQUENCES",
            "resolve_impl", "impl_of_config", "impl_passes", "impl_kernels", "FOREACH_DEVICE_KINDS",
-           "tensor_overhead_key", "tensor_overhead_seconds"]
+           "tensor_overhead_key", "tensor_overhead_seconds", "step_overhead_seconds"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,19 +171,29 @@ def tensor_overhead_key(kind: OptimizerKind | str, impl: str) -> str:
     return f"{OptimizerKind(kind).value}/{impl}"
 
 
-_SAME_HOST_CODE = {"adam": "adamw", "adamw": "adam"}
+_SAME_HOST_CODE = {"adam": "adamw", "adamw": "adam", "sgd": "momentum", "momentum": "sgd"}
 """Optimizers whose step runs the same host code as another's (PyTorch's Adam and AdamW share their
-functional implementation and kernels, AdamW adding the decoupled decay): one's fitted per-tensor
-overhead stands for the other's where only one was benched."""
+functional implementation and kernels, AdamW adding the decoupled decay; SGD with and without
+momentum one ``sgd`` function and fused kernel): one's fitted overheads stand for the other's where
+only one was benched."""
 
 
 def tensor_overhead_seconds(kind: OptimizerKind | str, impl: str, tensors: int, eff) -> float:
     """Host seconds of one step's per-tensor work beyond its kernel launches: ``tensors`` × the
     efficiency's fitted overhead for this optimizer and implementation, or for the optimizer sharing
     its host code (:data:`_SAME_HOST_CODE`); 0 where neither was fitted."""
-    table = eff.optimizer_tensor_overhead_s
+    return max(tensors, 0) * _fitted(eff.optimizer_tensor_overhead_s, kind, impl)
+
+
+def step_overhead_seconds(kind: OptimizerKind | str, impl: str, eff) -> float:
+    """Host seconds of one step's own Python beyond its tensors (``Efficiency.optimizer_step_overhead_s``
+    for this optimizer and implementation, or its twin's: :data:`_SAME_HOST_CODE`); 0 where not fitted."""
+    return _fitted(eff.optimizer_step_overhead_s, kind, impl)
+
+
+def _fitted(table: dict[str, float], kind: OptimizerKind | str, impl: str) -> float:
     value = table.get(tensor_overhead_key(kind, impl))
     twin = _SAME_HOST_CODE.get(OptimizerKind(kind).value)
     if value is None and twin is not None:
         value = table.get(tensor_overhead_key(twin, impl))
-    return max(tensors, 0) * (value or 0.0)
+    return value or 0.0

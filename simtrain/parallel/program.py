@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from simtrain.cost.compute import cold_call_scale, device_efficiency, memory_seconds
 from simtrain.cost.memory import ParamMemory, param_memory
 from simtrain.cost.op_cost import OpCost, op_cost, saved_bytes
-from simtrain.cost.optimizer import impl_kernels, impl_of_config, impl_passes, tensor_overhead_seconds
+from simtrain.cost.optimizer import (
+    impl_kernels,
+    impl_of_config,
+    impl_passes,
+    step_overhead_seconds,
+    tensor_overhead_seconds,
+)
 from simtrain.cost.precision import Regime, regime
 from simtrain.graph.model import Model
 from simtrain.graph.op import Op
@@ -350,6 +356,7 @@ def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, r
     seconds = _update_seconds(passes * 4.0 * shard, _dp_grad_copy_bytes(trainable, cfg, lay, grad_pass), coster)
     tensors = sum(n for op, n, _, _ in items if op.param_count) * 2  # weight + bias per parameterised op
     kernels = impl_kernels(cfg.optimizer, impl, tensors, shard, coster.device.kind)
-    host_s = tensor_overhead_seconds(cfg.optimizer, impl, tensors, coster.eff)
+    host_s = tensor_overhead_seconds(cfg.optimizer, impl, tensors, coster.eff) + step_overhead_seconds(
+        cfg.optimizer, impl, coster.eff)
     return seconds + kernels * coster.eff.launch_overhead_s + host_s
 

@@ -127,3 +127,8 @@ def test_adam_takes_adamws_fitted_per_tensor_overhead_where_only_adamw_was_bench
     assert tensor_overhead_seconds("momentum", "fused", 10, eff) == 0.0  # nothing measured for it
     own = eff.model_copy(update={"optimizer_tensor_overhead_s": {"adamw/fused": 4e-6, "adam/fused": 5e-6}})
     assert tensor_overhead_seconds("adam", "fused", 10, own) == pytest.approx(50e-6)  # its own wins
+    from simtrain.cost.optimizer import step_overhead_seconds
+    steps = eff.model_copy(update={"optimizer_step_overhead_s": {"momentum/fused": 3e-5}})
+    assert step_overhead_seconds("sgd", "fused", steps) == pytest.approx(3e-5)  # SGD's one function
+    assert step_overhead_seconds("momentum", "fused", steps) == pytest.approx(3e-5)
+    assert step_overhead_seconds("adamw", "fused", steps) == 0.0

@@ -182,6 +182,31 @@ def test_fit_recovers_each_optimizers_per_tensor_overhead():
     assert got.launch_overhead_s == pytest.approx(4e-6, rel=0.25)  # the launches are not what moved
 
 
+def test_fit_tells_an_optimizers_cost_per_step_from_its_cost_per_tensor():
+    """Fused AdamW with 8 µs per tensor and 40 µs per step (``optimizer.step()``'s own Python): rows
+    over 4, 8, 32 and 256 tensors separate the two, and a row's prediction adds the step's cost once."""
+    from simtrain.calibrate.fit_compute import _optim_names
+    from simtrain.calibrate.predict import predict_row
+    from simtrain.cost.compute import memory_seconds
+    dev = invented_device()
+    truth = _truth_eff().model_copy(update={"optimizer_tensor_overhead_s": {"adamw/fused": 8e-6},
+                                            "optimizer_step_overhead_s": {"adamw/fused": 4e-5}})
+    rows = [r for r in _shapes() if r.phase != "optim"]
+    for tensors, numel in ((32, 1 << 15), (8, 1 << 19), (256, 1024), (4, 1024)):
+        f, b, k = counts.optimizer_counts("adamw", tensors * numel, tensors, "fused")
+        rows.append(_row("adamw", OpClass.ELEMENTWISE, (f, b), "optim", k, tensors=tensors, optimizer="adamw",
+                         impl="fused"))
+    row = rows[-1]
+    assert predict_row(row, dev, truth) == pytest.approx(memory_seconds(row.bytes_moved, dev, truth)
+                                                         + row.calls * 4e-6 + 4 * 8e-6 + 4e-5)
+    assert _optim_names(rows) == ["optim:adamw/fused", "optim_step:adamw/fused"]
+    assert _optim_names(rows[:-2]) == ["optim:adamw/fused"]  # two tensor counts cannot separate them
+    start = truth.model_copy(update={"optimizer_tensor_overhead_s": {}, "optimizer_step_overhead_s": {}})
+    got = fit_compute(_synthetic(dev, truth, shapes=rows).rows, dev, start).efficiency
+    assert got.optimizer_tensor_overhead_s["adamw/fused"] == pytest.approx(8e-6, rel=0.3)
+    assert got.optimizer_step_overhead_s["adamw/fused"] == pytest.approx(4e-5, rel=0.3)
+
+
 def test_calibrate_keeps_datasheet_peaks_and_names_the_device():
     dev = invented_device(efficiency=_start_eff().model_dump())
     m = _synthetic(dev, _truth_eff(), sigma=0.0)
