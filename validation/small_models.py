@@ -113,7 +113,9 @@ def time_cases(rounds: int, steps: int, threads: int) -> dict[str, float]:
 def _processes(n: int, rounds: int, steps: int, threads: int) -> list[dict[str, float]]:
     cmd = [sys.executable, "-m", "validation.small_models", "--child", "--rounds", str(rounds),
            "--steps", str(steps), "--threads", str(threads)]
-    return [json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout) for _ in range(n)]
+    root = Path(__file__).resolve().parents[1]  # where ``validation`` imports from, whatever the caller's cwd
+    return [json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=root).stdout)
+            for _ in range(n)]
 
 
 def _devices(profiles: list[Path], half_gap_from: Path | None) -> dict[str, st.Device]:
