@@ -30,7 +30,6 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -42,7 +41,7 @@ from simtrain.calibrate.bench_cold import fit_half_gap
 from simtrain.calibrate.fit import load_profile
 from simtrain.calibrate.records import Measurements
 from validation.outdir import COMMITTED_RESULTS, default_out_dir
-from validation.steps import make_optimizer, predict_step, train_step
+from validation.steps import make_optimizer, predict_step, time_steps, train_step
 from validation.workloads import Workload
 
 __all__ = ["SMALL", "small_workloads", "time_cases", "main"]
@@ -96,17 +95,10 @@ def time_cases(rounds: int, steps: int, threads: int) -> dict[str, float]:
     for w in small_workloads():
         module, inputs, loss_fn = w.build("cpu", seed=0)
         step = train_step(module, inputs, loss_fn, make_optimizer(w.optimizer, module.parameters(), "cpu"))
-        for _ in range(10):
-            step()
-        runs.append((w.name, step, []))
-    for _ in range(rounds):
+        runs.append((w.name, step, [time_steps(step, "cpu", 10, steps).median_s]))  # round 1 after warm-up
+    for _ in range(rounds - 1):
         for _name, step, medians in runs:
-            samples = []
-            for _ in range(steps):
-                t0 = time.perf_counter()
-                step()
-                samples.append(time.perf_counter() - t0)
-            medians.append(statistics.median(samples))
+            medians.append(time_steps(step, "cpu", 0, steps).median_s)
     return {name: statistics.median(medians) for name, _step, medians in runs}
 
 

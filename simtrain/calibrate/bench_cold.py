@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING
 from simtrain.calibrate.counts import optimizer_counts
 from simtrain.calibrate.records import Row
 from simtrain.calibrate.timing import _sample_cpu, timing_of
-from simtrain.cost.compute import COLD_GAP_CAP_S, COLD_REFERENCE_GAP_S
+from simtrain.cost.compute import COLD_GAP_CAP_S, COLD_REFERENCE_GAP_S, cold_fraction
 from simtrain.glossary import DType
 
 if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle through the package
@@ -200,7 +200,7 @@ def fit_half_gap(rows: Sequence[Row]) -> dict[str, float]:
         return {}
 
     def residual(half: float) -> float:
-        phi = [g / (g + half) for g, _ in points]
+        phi = [cold_fraction(g, half) for g, _ in points]
         amp = sum(p * d for p, (_, d) in zip(phi, points, strict=True)) / sum(p * p for p in phi)
         return sum((d - amp * p) ** 2 for p, (_, d) in zip(phi, points, strict=True))
     return {"step_call_half_gap_s": min(HALF_GAP_GRID_S, key=residual)}

@@ -258,17 +258,17 @@ def _optimizer_guess(rows: Sequence[Row], names: Sequence[str], device: Device, 
     let it go to 1 ns)."""
     eff = efficiency_from(theta, names[:len(theta)], start)
     fitted = set(names[len(theta):])
-    extra = []
-    for name in names[len(theta):]:
-        key = name.removeprefix(_OPTIM_STEP if name.startswith(_OPTIM_STEP) else _OPTIM)
+    starts: dict[str, tuple[float, float]] = {}  # key → (per step, per tensor), each key's rows predicted once
+    for key in {n.split(":", 1)[1] for n in fitted}:
         mine = [r for r in rows if r.phase == "optim" and tensor_overhead_key(*row_optimizer(r)) == key]
         tensors = [max(int(r.params.get("tensors", 1)), 1) for r in mine]
         left = [r.median_s - predict_row(r, device, eff) for r in mine]
-        if _OPTIM_STEP + key in fitted:
-            per_step, per_tensor = _per_step_and_tensor(left, tensors)
-            value = per_step if name.startswith(_OPTIM_STEP) else per_tensor
-        else:
-            value = float(np.median([x / t for x, t in zip(left, tensors, strict=True)]))
+        starts[key] = (_per_step_and_tensor(left, tensors) if _OPTIM_STEP + key in fitted
+                       else (0.0, float(np.median([x / t for x, t in zip(left, tensors, strict=True)]))))
+    extra = []
+    for name in names[len(theta):]:
+        per_step, per_tensor = starts[name.split(":", 1)[1]]
+        value = per_step if name.startswith(_OPTIM_STEP) else per_tensor
         extra.append(math.log(min(max(value, _OPTIM_MIN_START_S), BOUNDS[_kind(name)][1])))
     return np.concatenate([theta, extra])
 

@@ -37,7 +37,7 @@ from simtrain.specs.hardware import Device, Efficiency
 __all__ = ["op_seconds", "attention_kernel_seconds", "matrix_peak_flops_per_s", "alignment_factor", "device_efficiency",
            "MATRIX_CLASSES", "compute_seconds", "memory_seconds", "dataflow_efficiency",
            "streaming_bandwidth_bytes_per_s", "cache_miss_slowdown", "first_touch_seconds", "conv_layout_seconds",
-           "strided_agrad_factor", "cold_call_scale", "COLD_REFERENCE_GAP_S", "COLD_GAP_CAP_S"]
+           "strided_agrad_factor", "cold_call_scale", "cold_fraction", "COLD_REFERENCE_GAP_S", "COLD_GAP_CAP_S"]
 
 MATRIX_CLASSES = frozenset({OpClass.MATMUL, OpClass.CONV, OpClass.ATTENTION})
 COLD_REFERENCE_GAP_S = 0.02
@@ -263,7 +263,13 @@ def cold_call_scale(gap_s: float, eff: Efficiency) -> float:
     if half <= 0:
         return 1.0
     g = min(max(gap_s, 0.0), COLD_GAP_CAP_S)
-    return g / (g + half) * (COLD_REFERENCE_GAP_S + half) / COLD_REFERENCE_GAP_S
+    return cold_fraction(g, half) / cold_fraction(COLD_REFERENCE_GAP_S, half)
+
+
+def cold_fraction(gap_s: float, half_gap_s: float) -> float:
+    """φ(g) = g / (g + h): the share of a kernel's fully cold cost lost after ``gap_s`` of other work
+    (the saturating curve calibrate/bench_cold.py fits and :func:`cold_call_scale` applies)."""
+    return gap_s / (gap_s + half_gap_s)
 
 
 def first_touch_seconds(tensor_bytes: float, eff: Efficiency) -> float:
