@@ -21,8 +21,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-validation/results}"
-PY=python
-if [ -x .venv/bin/python ]; then PY=.venv/bin/python; fi
+PY=python3
+if [ -x .venv/bin/python ]; then PY=.venv/bin/python; elif ! command -v python3 >/dev/null; then PY=python; fi
+# SUITE_TIMEOUT_S / CHECK_TIMEOUT_S: stop a step after that many seconds (a leased machine's time is
+# short; the step's log so far, and the measurements the suite saves first, stay)
+SUITE_LIMIT=(); CHECK_LIMIT=()
+if [ -n "${SUITE_TIMEOUT_S:-}" ]; then SUITE_LIMIT=(timeout "$SUITE_TIMEOUT_S"); fi
+if [ -n "${CHECK_TIMEOUT_S:-}" ]; then CHECK_LIMIT=(timeout "$CHECK_TIMEOUT_S"); fi
 "$PY" - <<'PY' || exit 3
 import sys
 import torch
@@ -37,9 +42,9 @@ export PYTHONUNBUFFERED=1
 export NVIDIA_TF32_OVERRIDE=0
 status=0
 # shellcheck disable=SC2086
-"$PY" -m validation --device cuda --out "$OUT" ${VALIDATION_ARGS:-} || { rc=$?; status=$rc
+"${SUITE_LIMIT[@]}" "$PY" -m validation --device cuda --out "$OUT" ${VALIDATION_ARGS:-} || { rc=$?; status=$rc
     echo "run_gpu.sh: the validation suite failed (exit $rc); running the component check anyway" >&2; }
 # shellcheck disable=SC2086
-env -u NVIDIA_TF32_OVERRIDE "$PY" -m validation.components.gpu_check --out "$OUT" ${GPU_CHECK_ARGS:-} || { rc=$?; status=$((status ? status : rc))
+"${CHECK_LIMIT[@]}" env -u NVIDIA_TF32_OVERRIDE "$PY" -m validation.components.gpu_check --out "$OUT" ${GPU_CHECK_ARGS:-} || { rc=$?; status=$((status ? status : rc))
     echo "run_gpu.sh: the component check failed (exit $rc)" >&2; }
 exit "$status"

@@ -92,6 +92,8 @@ def full_config(**over) -> SuiteConfig:
                                  ("gpt", "medium", 4)),
                        ddp_repeats=10, loader_cases=pipeline.CASES, loader_batches=30, diagnose=True,
                        wait_for_speed_s=180.0, rounds=3)
+    if device == "cuda":  # a dedicated GPU: no tenants to wait out or to average over in rounds
+        base = replace(base, wait_for_speed_s=0.0, rounds=1)
     return replace(base, **over)
 
 
@@ -138,6 +140,23 @@ def _diagnose(w, res, cal: Calibrated, device: str) -> list[dict]:
     return diagnose.class_table(predicted, measured, wall)
 
 
+FAILED: list[str] = []
+"""``case: error`` of each model whose validation raised in this process (the report's notes name them)."""
+
+
+def _validated(w, cfg: SuiteConfig, cal: Calibrated, log):
+    """``steps.validate_workload`` for one model, or None when it raised: the suite goes on with the
+    other models and the report names the failure (a device nobody ran the suite on yet may refuse an
+    op one model needs)."""
+    try:
+        return steps.validate_workload(w, cal.step_device, cfg.device, cfg.warmup, cfg.repeats, cal.threads,
+                                       plain_spec=cal.device)
+    except Exception as e:  # noqa: BLE001 - recorded and reported, never swallowed silently
+        FAILED.append(f"{w.case}: {type(e).__name__}: {e}")
+        log(f"{w.case:24s} FAILED ({type(e).__name__}: {e}); going on with the other models")
+        return None
+
+
 def _single_device(cfg: SuiteConfig, cal: Calibrated, log) -> tuple[list[Case], dict, list]:
     """Step / FLOPs / saved-bytes (/ peak memory) cases, the per-class diagnosis by case, and the
     measured steps as calibration runs (validation/run_calibration.py)."""
@@ -150,8 +169,9 @@ def _single_device(cfg: SuiteConfig, cal: Calibrated, log) -> tuple[list[Case], 
         for w in workloads(cfg.size, cfg.models) + unseen_workloads(cfg.size, cfg.models):
             before = wait_for_speed(cal.sentinel, cfg.device, max_wait_s=cfg.wait_for_speed_s)
             t0 = time.perf_counter()
-            res = steps.validate_workload(w, cal.step_device, cfg.device, cfg.warmup, cfg.repeats, cal.threads,
-                                          plain_spec=cal.device)
+            res = _validated(w, cfg, cal, log)
+            if res is None:
+                continue
             speed = drift(speed_sample(cfg.device), cal.sentinel)
             cases += [replace(c, detail=dict(c.detail, machine_speed_vs_calibration=speed,
                                              machine_speed_before=before))
@@ -256,6 +276,8 @@ def rerender(json_path: Path) -> dict[str, Path]:
 
 def _notes(cfg: SuiteConfig, cases: list[Case], cal: Calibrated) -> list[str]:
     notes = list(cfg.extra_notes)
+    if FAILED:
+        notes.append("models that failed and are not in the report: " + "; ".join(FAILED))
     if cfg.rounds > 1:
         notes.append(f"{cfg.rounds} rounds (validation/rounds.py): calibration passes alternated with step timings; "
                      "step predictions come from the profile fitted to the median of the passes, measured step "
@@ -315,6 +337,7 @@ def _loadavg() -> float:
 def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = _log_default) -> SuiteResult:
     """Run every part of the suite under ``cfg`` and write the report files to ``cfg.out_dir``."""
     start, load0 = time.perf_counter(), _loadavg()
+    FAILED.clear()
     out_dir = default_out_dir() if cfg.out_dir is None else Path(cfg.out_dir)
     cfg = replace(cfg, out_dir=out_dir, command=cfg.command or shlex.join(sys.argv))
     cal = refined(_calibrations(cfg, log), log)  # in-step per-op cost, measured right before the steps

@@ -98,7 +98,11 @@ def _burn_in(device: str, seconds: float) -> None:
 def _attempt(bench: Bench, grid: Grid, name: str, log) -> tuple[list[Row], list[Row]]:
     """One group's rows and the sentinel readings that close it."""
     start = time.perf_counter()
-    got = BENCH_GROUPS[name](bench, grid)
+    try:
+        got = BENCH_GROUPS[name](bench, grid)
+    except Exception as e:  # noqa: BLE001 - one group a device refuses must not lose the others
+        log(f"warning: {name} failed and measured nothing ({type(e).__name__}: {e}); going on without its rows")
+        got = []
     log(f"{name}: {len(got)} rows in {time.perf_counter() - start:.1f} s")
     return got, sentinels.take(bench, name)
 
