@@ -23,7 +23,7 @@ import torch.nn as nn
 import torch.utils.flop_counter as fc
 
 __all__ = ["FlopCount", "counter_flops", "simtrain_counter_flops", "grouped_conv_excess", "hook_saved_bytes",
-           "simtrain_saved_bytes", "peak_allocated_bytes"]
+           "simtrain_saved_bytes", "allocated_bytes", "peak_allocated_bytes"]
 
 _aten = torch.ops.aten
 #: the counter's formulas for the CUDA attention kernels, registered for the CPU kernels it lacks.
@@ -120,12 +120,25 @@ def simtrain_saved_bytes(model, batch: int, precision: str = "fp32") -> float:
     return sum(saved_bytes(op, batch, reg) for op in model.ops) + per_batch
 
 
-def peak_allocated_bytes(step, device: str) -> int | None:
-    """torch.cuda.max_memory_allocated over one call of ``step`` (None off CUDA)."""
+def allocated_bytes(device: str) -> int:
+    """Bytes the process holds on the GPU now (torch.cuda.memory_allocated, after a garbage collection
+    and with the allocator's cache released); 0 off CUDA."""
+    if device != "cuda":
+        return 0
+    import gc
+    gc.collect()
+    torch.cuda.empty_cache()
+    return int(torch.cuda.memory_allocated())
+
+
+def peak_allocated_bytes(step, device: str, baseline_bytes: int = 0) -> int | None:
+    """torch.cuda.max_memory_allocated over one call of ``step``, less ``baseline_bytes`` (what the
+    process held before the model was built: earlier models' tensors that are still alive belong to
+    none of this step); None off CUDA."""
     if device != "cuda":
         return None
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     step()
     torch.cuda.synchronize()
-    return int(torch.cuda.max_memory_allocated())
+    return int(torch.cuda.max_memory_allocated()) - baseline_bytes

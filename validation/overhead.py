@@ -77,13 +77,16 @@ def _predict(model, device_spec: Device) -> tuple[float, float]:
     from validation.steps import train_config
     cfg = train_config(2, "sgd")
     base = st.estimate(model, st.Cluster.single(device_spec), cfg).time_breakdown_s["compute"]
-    bumped = with_launch(device_spec, device_efficiency(device_spec).launch_overhead_s + _EPS_S, "eps")
+    bumped = with_launch(device_spec, _EPS_S, "eps")
     raised = st.estimate(model, st.Cluster.single(bumped), cfg).time_breakdown_s["compute"]
     return base, (raised - base) / _EPS_S
 
 
-def with_launch(device_spec: Device, launch_s: float, tag: str) -> Device:
-    eff = device_efficiency(device_spec).model_copy(update={"launch_overhead_s": launch_s})
+def with_launch(device_spec: Device, extra_s: float, tag: str) -> Device:
+    """``device_spec`` with every launch ``extra_s`` dearer: the shared figure and each class's own."""
+    eff = device_efficiency(device_spec)
+    eff = eff.model_copy(update={"launch_overhead_s": eff.launch_overhead_s + extra_s, "class_launch_overhead_s": {
+        c: s + extra_s for c, s in eff.class_launch_overhead_s.items()}})
     return device_spec.model_copy(update={"efficiency": eff, "name": f"{device_spec.name[:56]}.{tag}"})
 
 
@@ -113,8 +116,7 @@ def theil_sen(x, y) -> tuple[float, float]:
 
 def with_step_overhead(device_spec: Device, fit: StepOverhead) -> Device:
     """The calibrated device with ``launch_overhead_s + δ`` (see module docstring)."""
-    eff = device_efficiency(device_spec)
-    out = with_launch(device_spec, eff.launch_overhead_s + fit.per_launch_s, "step")
+    out = with_launch(device_spec, fit.per_launch_s, "step")
     extra = dict(out.efficiency.extra, **{"validation.step_overhead.per_launch_s": fit.per_launch_s,
                                           "validation.step_overhead.per_step_s": fit.per_step_s})
     return out.model_copy(update={"efficiency": out.efficiency.model_copy(update={"extra": extra})})

@@ -39,7 +39,8 @@ print(f"GPU: {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}, torch
 PY
 export PYTHONUNBUFFERED=1
 # true fp32 matmuls and convolutions, so the prediction's precision="fp32" is what runs
-export NVIDIA_TF32_OVERRIDE=0
+# fp32 steps run true fp32: the suite turns TF32 off itself (the NVIDIA_TF32_OVERRIDE=0 of before also
+# turned the calibration's tf32 rows into fp32 ones, mislabelled)
 status=0
 # shellcheck disable=SC2086
 "${SUITE_LIMIT[@]}" "$PY" -m validation --device cuda --out "$OUT" ${VALIDATION_ARGS:-} || { rc=$?; status=$rc

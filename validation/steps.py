@@ -22,6 +22,7 @@ import torch
 import simtrain as st
 from simtrain.calibrate.step_timer import StepTimes
 from validation.counters import (
+    allocated_bytes,
     counter_flops,
     hook_saved_bytes,
     peak_allocated_bytes,
@@ -155,8 +156,8 @@ def fresh_pages_markdown(cases: list[Case]) -> list[str]:
     return lines
 
 
-def _memory_case(w: Workload, step, device: str, report) -> Case | None:
-    peak = peak_allocated_bytes(step, device)
+def _memory_case(w: Workload, step, device: str, report, baseline_bytes: int) -> Case | None:
+    peak = peak_allocated_bytes(step, device, baseline_bytes)
     if peak is None or report.memory is None:
         return None
     m = report.memory
@@ -169,6 +170,7 @@ def validate_workload(w: Workload, device_spec, device: str, warmup: int, repeat
                       threads: int, seed: int = 0, plain_spec=None) -> StepResult:
     """Every single-device case of ``w``: step time, FLOPs, saved bytes, and peak memory on CUDA.
     ``device_spec`` predicts; ``plain_spec`` (``st.calibrate``'s device alone) is reported beside it."""
+    baseline = allocated_bytes(device)
     module, inputs, loss_fn = w.build(device, seed)
     t0 = time.perf_counter()
     model = st.Model.from_torch(copy.deepcopy(module), inputs, loss_fn, name=w.name)
@@ -186,7 +188,7 @@ def validate_workload(w: Workload, device_spec, device: str, warmup: int, repeat
         metric = "step_time_plain_unseen" if w.unseen else "step_time_plain"
         cases.insert(1, Case(w.case, metric, plain.step_time_s, timing.median_s,
                              detail={"device": plain.device_name}))
-    mem = _memory_case(w, step, device, report)
+    mem = _memory_case(w, step, device, report, baseline)
     if mem is not None:
         cases.append(mem)
     return StepResult(tuple(cases), report, model, timing, capture_s)

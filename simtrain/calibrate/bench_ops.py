@@ -24,7 +24,7 @@ from simtrain.calibrate.records import Row
 from simtrain.calibrate.timing import TimingPlan, time_call, time_pair
 from simtrain.glossary import DTYPE_BYTES, DType, OpClass
 
-__all__ = ["Bench", "bench_autograd_call", "torch_dtype", "matrix_dtypes", "vector_dtypes", "bench_gemm", "bench_bmm",
+__all__ = ["Bench", "bench_autograd_call", "torch_dtype", "matrix_dtypes", "training_dtypes", "vector_dtypes", "bench_gemm", "bench_bmm",
            "bench_conv2d", "bench_attention", "bench_maxpool", "MATRIX_BENCHES"]
 
 
@@ -36,8 +36,15 @@ def torch_dtype(dtype: DType):
 
 
 def matrix_dtypes(device: str) -> tuple[DType, ...]:
-    """fp32 on CPU (the path CPU training uses); the tensor-core dtypes on CUDA."""
-    return (DType.FP32,) if device == "cpu" else (DType.BF16, DType.FP16, DType.TF32)
+    """fp32 on CPU (the path CPU training uses); on CUDA the tensor-core dtypes and true fp32 (what
+    fp32 training runs: PyTorch leaves TF32 off for matmuls by default)."""
+    return (DType.FP32,) if device == "cpu" else (DType.BF16, DType.FP16, DType.TF32, DType.FP32)
+
+
+def training_dtypes(device: str) -> tuple[DType, ...]:
+    """The precisions models train in, for the benches too slow to run in every matrix dtype
+    (convolutions, attention): fp32 on CPU; bf16 and true fp32 on CUDA."""
+    return (DType.FP32,) if device == "cpu" else (DType.BF16, DType.FP32)
 
 
 def vector_dtypes(device: str) -> tuple[DType, ...]:
@@ -161,7 +168,7 @@ def bench_conv2d(b: Bench, grid: Grid) -> list[Row]:
     """F.conv2d (no bias) over ``grid.conv``; groups == C is depthwise."""
     import torch.nn.functional as F
     rows: list[Row] = []
-    for dtype in matrix_dtypes(b.device)[:2]:
+    for dtype in training_dtypes(b.device):
         e = DTYPE_BYTES[dtype]
         for n, c, h, w, k, r, s, stride, pad, groups in grid.conv:
             x = b.randn(n, c, h, w, dtype=dtype, grad=True)
@@ -180,7 +187,7 @@ def bench_attention(b: Bench, grid: Grid) -> list[Row]:
     """F.scaled_dot_product_attention over ``grid.attention`` (batch, heads, seq, head_dim), causal and not."""
     import torch.nn.functional as F
     rows: list[Row] = []
-    for dtype in matrix_dtypes(b.device)[:1]:
+    for dtype in training_dtypes(b.device):
         e = DTYPE_BYTES[dtype]
         for bt, heads, seq, d in grid.attention:
             q, k, v = (b.randn(bt, heads, seq, d, dtype=dtype, grad=True) for _ in range(3))

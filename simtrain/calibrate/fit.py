@@ -182,8 +182,8 @@ def fit(measurements: Measurements, base: Device | str | None = None) -> Calibra
         raise SpecError.one(None, "measurements", "no compute rows to fit")
     is_cpu = base.kind is DeviceKind.CPU
     work = _working_cpu(base, rows, m, tag) if is_cpu else base
-    cf: ComputeFit = fit_compute(rows, work, _memory_start(_start_efficiency(base), m) if is_cpu else
-                                 _start_efficiency(base))
+    start = _start_efficiency(base).model_copy(update={"launch_async": m.machine.device == "cuda"})
+    cf: ComputeFit = fit_compute(rows, work, _memory_start(start, m) if is_cpu else start)
     eff = cf.efficiency
     coll_rows = [r for r in m.rows if r.op_class is None and "backend" in r.params]
     extra, link_fits = fit_collectives(coll_rows, eff)

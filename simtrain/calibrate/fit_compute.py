@@ -28,6 +28,7 @@ from simtrain.cost.compute import (
     DEPTHWISE_CONV_KIND,
     GROUPED_CONV_KIND,
     MATRIX_CLASSES,
+    launch_seconds,
     matrix_peak_flops_per_s,
 )
 from simtrain.cost.optimizer import tensor_overhead_key
@@ -77,6 +78,10 @@ with its per-tensor one where the key's rows span :data:`_STEP_TENSOR_COUNTS` te
 _STEP_TENSOR_COUNTS = 3
 _OPTIM_MIN_START_S = 1e-6
 """The smallest start of an optimizer's per-tensor overhead: 1 µs, about one Python statement."""
+_LAUNCH = "launch:"
+"""Prefix of an op class's own issue time (``Efficiency.class_launch_overhead_s``), e.g.
+``launch:conv``: fitted where the host runs ahead of the device (``Efficiency.launch_async``), whose
+small rows each sit on their class's issue time."""
 _KIND = "kind:"
 """Prefix of an op kind's own curve (``Efficiency.kind_compute``), e.g. ``kind:maxpool@bw.half_flops``."""
 _KIND_CLASSES = {"maxpool": OpClass.REDUCTION, "layernorm": OpClass.NORM, "rmsnorm": OpClass.NORM,
@@ -149,7 +154,16 @@ def _curve_of(eff: Efficiency, key: str) -> ComputeCurve:
     return eff.phase_curve(OpClass(key.removesuffix(_BW)), phase)
 
 
+def _launch_names(rows: Sequence[Row], start: Efficiency) -> list[str]:
+    """One issue time per op class with compute rows, where ``start`` launches asynchronously."""
+    if not start.launch_async:
+        return []
+    return [_LAUNCH + c for c in sorted({r.op_class.value for r in rows if r.phase != "optim"})]
+
+
 def _kind(name: str) -> str:
+    if name.startswith(_LAUNCH):
+        return "launch_overhead_s"
     if name.startswith(_OPTIM):
         return "optimizer_tensor_overhead_s"
     if name.startswith(_OPTIM_STEP):
@@ -177,16 +191,21 @@ def efficiency_from(theta: np.ndarray, names: Sequence[str], start: Efficiency) 
     optim.update({n.removeprefix(_OPTIM): float(values[n]) for n in names if n.startswith(_OPTIM)})
     step = dict(start.optimizer_step_overhead_s)
     step.update({n.removeprefix(_OPTIM_STEP): float(values[n]) for n in names if n.startswith(_OPTIM_STEP)})
-    update = {g: float(values[g]) for g in names if "." not in g and not g.startswith((_OPTIM, _OPTIM_STEP))}
+    launch = dict(start.class_launch_overhead_s)
+    launch.update({OpClass(n.removeprefix(_LAUNCH)): float(values[n]) for n in names if n.startswith(_LAUNCH)})
+    update = {g: float(values[g]) for g in names
+              if "." not in g and not g.startswith((_OPTIM, _OPTIM_STEP, _LAUNCH))}
     return start.model_copy(update={"compute": compute, "backward_compute": backward, "kind_compute": kinds,
                                     "optimizer_tensor_overhead_s": optim, "optimizer_step_overhead_s": step,
-                                    **update})
+                                    "class_launch_overhead_s": launch, **update})
 
 
 def _theta_of(eff: Efficiency, names: Sequence[str]) -> np.ndarray:
     vals = []
     for name in names:
-        if name.startswith(_OPTIM):
+        if name.startswith(_LAUNCH):
+            vals.append(launch_seconds(OpClass(name.removeprefix(_LAUNCH)), eff))
+        elif name.startswith(_OPTIM):
             vals.append(eff.optimizer_tensor_overhead_s.get(name.removeprefix(_OPTIM), 0.0))
         elif name.startswith(_OPTIM_STEP):
             vals.append(eff.optimizer_step_overhead_s.get(name.removeprefix(_OPTIM_STEP), 0.0))
@@ -245,6 +264,9 @@ def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base:
     guess["memory_half_bytes"] = _half_point([r.bytes_moved / r.calls for r in streaming],
                                              [r.bytes_per_s for r in streaming])
     guess["launch_overhead_s"] = min(r.median_s / r.calls for r in rows) / 2
+    for name in (n for n in names if n.startswith(_LAUNCH)):  # a class's quickest call: its issue time
+        cls = OpClass(name.removeprefix(_LAUNCH))
+        guess[name] = min(r.median_s / r.calls for r in rows if r.op_class == cls and r.phase != "optim")
     return np.log([min(max(guess[n], BOUNDS[_kind(n)][0]), BOUNDS[_kind(n)][1]) for n in names])
 
 
@@ -310,7 +332,8 @@ def fit_compute(rows: Sequence[Row], device: Device, start: Efficiency) -> Compu
     bw_classes = sorted({r.op_class for r in rows if r.phase == "bw" and r.op_class in _BW_CLASSES and r.flops > 0},
                         key=lambda c: c.value)
     strided = any(r.bench == "conv2d" and r.phase == "bw" and int(r.params.get("stride", 1)) > 1 for r in rows)
-    names = _names(classes, start.cache_bytes > 0, bw_classes, strided) + _kind_names(rows)
+    names = (_names(classes, start.cache_bytes > 0, bw_classes, strided) + _kind_names(rows)
+             + _launch_names(rows, start))
     shadow = [r for r in rows if r.bench in _SHADOWED and f"{_KIND}{r.bench}.peak_fraction" in names]
     first = _solve(rows, shadow, device, start, names, _starts(rows, names, device, _theta_of(start, names), start))
     best = first

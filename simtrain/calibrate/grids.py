@@ -139,7 +139,16 @@ def _scale_for_cuda(g: Grid) -> Grid:
     """GPUs need far larger ops to approach their ceiling: add big GEMMs, attention and copies."""
     return replace(
         g, gemm=g.gemm + ((4096, 4096, 4096), (8192, 8192, 8192), (8191, 8191, 8191), (16384, 4096, 4096)),
-        attention=g.attention + ((4, 16, 2048, 128), (1, 32, 4096, 128)),
+        # convolutions large enough to leave the host's issue time behind (on an H200 every conv of
+        # the CPU grid ran in the host's 15–50 µs per call): ResNet's 224 px stages at batch 8 and 32
+        # (He et al. 2016, Table 1: 56² × 64 … 7² × 512), its 7×7 stem, a bottleneck 1×1, and a
+        # depthwise and a grouped 3×3 at MobileNet / ResNeXt widths
+        conv=g.conv + ((8, 64, 56, 56, 64, 3, 3, 1, 1, 1), (32, 64, 56, 56, 64, 3, 3, 1, 1, 1),
+                       (32, 128, 28, 28, 128, 3, 3, 1, 1, 1), (32, 256, 14, 14, 256, 3, 3, 1, 1, 1),
+                       (32, 512, 7, 7, 512, 3, 3, 1, 1, 1), (8, 3, 224, 224, 64, 7, 7, 2, 3, 1),
+                       (32, 256, 56, 56, 64, 1, 1, 1, 0, 1), (32, 256, 28, 28, 256, 3, 3, 1, 1, 256),
+                       (32, 256, 28, 28, 256, 3, 3, 1, 1, 32)),
+        attention=g.attention + ((4, 16, 2048, 128), (1, 32, 4096, 128), (8, 12, 197, 64)),
         elementwise_numel=g.elementwise_numel + (1 << 26, 1 << 28),
         copy_numel=g.copy_numel + (1 << 27, 1 << 29), optimizer=g.optimizer + ((64, 1 << 22),),
         collective_bytes=g.collective_bytes + (1 << 26, 1 << 28))

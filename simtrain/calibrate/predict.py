@@ -26,8 +26,10 @@ from simtrain.calibrate.records import Row
 from simtrain.cost.compute import (
     conv_layout_seconds,
     first_touch_seconds,
+    issue_bound,
+    launch_seconds,
     memory_seconds,
-    op_seconds,
+    op_device_seconds,
     strided_agrad_factor,
 )
 from simtrain.cost.op_cost import causal_executed_fraction, priced_flash_tiles
@@ -97,7 +99,8 @@ def predict_row(row: Row, device: Device, eff: Efficiency, own_kind: bool = True
         kind, impl = row_optimizer(row)
         host_s = tensor_overhead_seconds(kind, impl, int(row.params.get("tensors", 0)), eff)
         host_s += step_overhead_seconds(kind, impl, eff)
-        return memory_seconds(row.bytes_moved, device, eff) + row.calls * eff.launch_overhead_s + host_s
+        return issue_bound(memory_seconds(row.bytes_moved, device, eff), row.calls * eff.launch_overhead_s + host_s,
+                           eff)
     gemm, m_rows = row_gemm(row)
     parts = row.calls
     phases = ("fw",) * parts if row.phase == "fw" else ("agrad", "wgrad", "bw", "bw")[:parts]
@@ -106,10 +109,16 @@ def predict_row(row: Row, device: Device, eff: Efficiency, own_kind: bool = True
     executed = row_attention_factor(row, device)
     for phase in phases:
         work = executed * (row_agrad_factor(row, eff) if phase == "agrad" else 1.0)
-        total += op_seconds(work * row.flops / parts, row.bytes_moved / parts, row.op_class, device, row.dtype,
-                            gemm=gemm, efficiency=eff, m_rows=m_rows, phase=phase,
-                            kind=row.bench if own_kind else None, tiles=row_flash_tiles(row, device, eff))
-    return total
+        total += op_device_seconds(work * row.flops / parts, row.bytes_moved / parts, row.op_class, device, row.dtype,
+                                   gemm=gemm, efficiency=eff, m_rows=m_rows, phase=phase,
+                                   kind=row.bench if own_kind else None, tiles=row_flash_tiles(row, device, eff))
+    launch_s = launch_seconds(row.op_class, eff)
+    if not eff.launch_async:
+        return total + parts * launch_s
+    # the timed calls ran back to back, each issued while the last one's kernels ran; a backward row's
+    # issue includes the autograd engine's call, which the bench subtracted from its time afterwards
+    engine_s = float(row.params.get("autograd_call_s", 0.0))
+    return issue_bound(total, parts * launch_s + engine_s, eff) - engine_s
 
 
 def row_flash_tiles(row: Row, device: Device, eff: Efficiency) -> float:

@@ -34,7 +34,7 @@ from simtrain.glossary import DType, OpClass
 from simtrain.graph.op import Gemm
 from simtrain.specs.hardware import Device, Efficiency
 
-__all__ = ["op_seconds", "attention_kernel_seconds", "matrix_peak_flops_per_s", "alignment_factor", "device_efficiency",
+__all__ = ["op_seconds", "op_device_seconds", "issue_bound", "launch_seconds", "attention_kernel_seconds", "matrix_peak_flops_per_s", "alignment_factor", "device_efficiency",
            "MATRIX_CLASSES", "compute_seconds", "memory_seconds", "dataflow_efficiency",
            "streaming_bandwidth_bytes_per_s", "cache_miss_slowdown", "first_touch_seconds", "conv_layout_seconds",
            "strided_agrad_factor", "cold_call_scale", "cold_fraction", "COLD_REFERENCE_GAP_S", "COLD_GAP_CAP_S"]
@@ -195,19 +195,20 @@ def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DTyp
     if flops <= 0:
         return 0.0
     curve = eff.phase_curve(op_class, phase, _priced_kind(eff, curve_kind(kind, op_class, gemm)))
-    if op_class in MATRIX_CLASSES:
-        peak = matrix_peak_flops_per_s(device, dtype) * alignment_factor(_conv_lanes(gemm, op_class), m_rows, device)
-    else:
-        peak = device.vector_peak_flops_per_s
-    rate = peak * eff.sustained_clock_fraction * curve.peak_fraction
+    matrix = op_class in MATRIX_CLASSES
+    peak = matrix_peak_flops_per_s(device, dtype) if matrix else device.vector_peak_flops_per_s
+    fixed_rate = peak * eff.sustained_clock_fraction * curve.peak_fraction
+    # padding and wave quantization waste the FLOPs' slots, not the fixed cost: divided by the aligned
+    # rate, a 2×8×8 GEMM's fixed cost came to milliseconds on an H200 (its tiles are 128×256)
+    rate = fixed_rate * (alignment_factor(_conv_lanes(gemm, op_class), m_rows, device) if matrix else 1.0)
     ramps = 1.0
     if gemm is not None:
         rows, depth = _rows_and_depth(_conv_lanes(gemm, op_class), m_rows, phase)
         ramps = rows / (rows + curve.half_rows) * depth / (depth + curve.half_depth)
     fixed_flops = max(tiles, 1.0) * curve.half_flops
     if eff.fixed_cost_unramped:
-        return flops / (rate * ramps) + fixed_flops / rate
-    return (flops + fixed_flops) / (rate * ramps)
+        return flops / (rate * ramps) + fixed_flops / fixed_rate
+    return flops / (rate * ramps) + fixed_flops / (fixed_rate * ramps)
 
 
 def attention_kernel_seconds(flops: float, phase: str, seq: int, causal: bool, kernel, device: Device,
@@ -290,19 +291,51 @@ def conv_layout_seconds(activation_bytes: float, eff: Efficiency) -> float:
     return activation_bytes / eff.conv_layout_bytes_per_s
 
 
+def launch_seconds(op_class: OpClass | None, eff: Efficiency) -> float:
+    """The host's time to issue one kernel of ``op_class``: its own figure where the efficiency has one
+    (``Efficiency.class_launch_overhead_s``), else the shared ``launch_overhead_s``."""
+    return eff.class_launch_overhead_s.get(op_class, eff.launch_overhead_s) if op_class else eff.launch_overhead_s
+
+
+ISSUE_OVERLAP_P = 8.0
+"""The p of :func:`issue_bound`'s p-norm: at equal device and issue times 2^(1/8) = 1.09 × either."""
+
+
+def issue_bound(device_s: float, host_s: float, eff: Efficiency) -> float:
+    """Seconds of work that takes ``device_s`` on the device after the host spent ``host_s`` issuing it:
+    max of the two where the host runs ahead of the device (``Efficiency.launch_async``: back-to-back
+    calls then overlap one call's issue with the previous one's kernels), else their sum."""
+    if not eff.launch_async:
+        return device_s + host_s
+    hi = max(device_s, host_s)
+    if hi <= 0:
+        return 0.0
+    # a smooth max (the p-norm, p = ISSUE_OVERLAP_P): near the crossover the queue runs dry now and
+    # then, and a fit needs the gradient on both sides
+    return hi * ((device_s / hi) ** ISSUE_OVERLAP_P + (host_s / hi) ** ISSUE_OVERLAP_P) ** (1.0 / ISSUE_OVERLAP_P)
+
+
+def op_device_seconds(flops: float, bytes_moved: float, op_class: OpClass | str, device: Device,
+                      dtype: DType | str = DType.FP32, gemm: Gemm | None = None,
+                      efficiency: Efficiency | None = None, m_rows: int = 1, phase: str = "fw",
+                      kind: str | None = None, tiles: float = 1.0) -> float:
+    """Seconds one op execution keeps the device busy: roofline max of the compute and memory legs.
+
+    ``m_rows`` is the GEMM's actual row count (per-sample ``gemm.m`` × micro-batch) for alignment;
+    ``phase`` (fw, agrad, wgrad) selects the efficiency's backward curve for the backward phases;
+    ``tiles`` as :func:`compute_seconds`. Zero-FLOP ops still pay for their bytes.
+    """
+    eff = efficiency or device_efficiency(device)
+    t_compute = compute_seconds(flops, OpClass(op_class), device, DType(dtype), eff, gemm, m_rows, phase, kind, tiles)
+    return max(t_compute, memory_seconds(bytes_moved, device, eff))
+
+
 def op_seconds(flops: float, bytes_moved: float, op_class: OpClass | str, device: Device,
                dtype: DType | str = DType.FP32, gemm: Gemm | None = None,
                efficiency: Efficiency | None = None, m_rows: int = 1, phase: str = "fw",
                kind: str | None = None, tiles: float = 1.0) -> float:
-    """Seconds of one op execution: roofline max of the compute and memory legs, plus launch overhead.
-
-    ``m_rows`` is the GEMM's actual row count (per-sample ``gemm.m`` × micro-batch) for alignment;
-    ``phase`` (fw, agrad, wgrad) selects the efficiency's backward curve for the backward phases;
-    ``tiles`` as :func:`compute_seconds`. Zero-FLOP ops still pay for their bytes and their launch.
-    """
+    """Seconds of one op execution: :func:`op_device_seconds` with its launch overhead, added to it or,
+    on a device the host runs ahead of, overlapped with it (:func:`issue_bound`)."""
     eff = efficiency or device_efficiency(device)
-    op_class = OpClass(op_class)
-    dtype = DType(dtype)
-    t_compute = compute_seconds(flops, op_class, device, dtype, eff, gemm, m_rows, phase, kind, tiles)
-    t_memory = memory_seconds(bytes_moved, device, eff)
-    return max(t_compute, t_memory) + eff.launch_overhead_s
+    t_device = op_device_seconds(flops, bytes_moved, op_class, device, dtype, gemm, eff, m_rows, phase, kind, tiles)
+    return issue_bound(t_device, launch_seconds(OpClass(op_class), eff), eff)

@@ -30,6 +30,8 @@ from simtrain.cost.compute import (
     compute_seconds,
     conv_layout_seconds,
     first_touch_seconds,
+    issue_bound,
+    launch_seconds,
     memory_seconds,
     strided_agrad_factor,
 )
@@ -372,8 +374,8 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         t_m = _step_memory_seconds(op, phase, act_bytes * traffic, bytes_moved, f, micro_batch, ab, device, eff,
                                    backward_working_set_bytes)
         kernels = _MATERIALISED_KERNELS if sequential else launches
-        launch_s = (eff.launch_overhead_s + call_s) * kernels
-        sec = (t_c + t_m if sequential else max(t_c, t_m)) + launch_s  # legs kept apart for the bottleneck
+        launch_s = (launch_seconds(op.op_class, eff) + call_s) * kernels
+        sec = t_c + t_m if sequential else max(t_c, t_m)  # legs kept apart for the bottleneck
         sec += _fresh_tensor_s(op, phase, f, micro_batch, ab, wb, eff)
         if _dense_conv(op):  # NCHW activations reordered to the kernel's layout and back
             sec += conv_layout_seconds(act_bytes, eff)
@@ -381,6 +383,7 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         if fp8 and flops:
             cast_s, cast_k = _fp8_cast(phase, gemm, micro_batch, recipe, device, eff)
             sec, kernels = sec + cast_s, kernels + cast_k
+        sec = issue_bound(sec, launch_s, eff)
         if t_m > t_c:
             mem_bound += sec
         out.append((sec, flops, kernels))

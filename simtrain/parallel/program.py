@@ -14,7 +14,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 
-from simtrain.cost.compute import cold_call_scale, device_efficiency, memory_seconds
+from simtrain.cost.compute import cold_call_scale, device_efficiency, issue_bound, memory_seconds
 from simtrain.cost.memory import ParamMemory, param_memory
 from simtrain.cost.op_cost import OpCost, op_cost, saved_bytes
 from simtrain.cost.optimizer import (
@@ -358,5 +358,5 @@ def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, r
     kernels = impl_kernels(cfg.optimizer, impl, tensors, shard, coster.device.kind)
     host_s = tensor_overhead_seconds(cfg.optimizer, impl, tensors, coster.eff) + step_overhead_seconds(
         cfg.optimizer, impl, coster.eff)
-    return seconds + kernels * coster.eff.launch_overhead_s + host_s
+    return issue_bound(seconds, kernels * coster.eff.launch_overhead_s + host_s, coster.eff)
 

@@ -70,6 +70,18 @@ class Efficiency(Spec):
     memory_bandwidth_fraction: Fraction = 0.85
     memory_half_bytes: Annotated[float, Field(ge=0)] = 0.0
     launch_overhead_s: Seconds = 0.0
+    launch_async: bool = False
+    """The host queues kernels ahead of the device (CUDA streams): an op costs max(its device time, the
+    host's time to issue it) instead of their sum, so a small kernel is hidden by its own issue and a
+    large one hides the host (cost/compute.py ``issue_bound``). Set by ``st.calibrate`` from CUDA
+    measurements, whose timed calls run back to back exactly so; False keeps a CPU's serial sum, where
+    the thread that issues an op also runs it."""
+    class_launch_overhead_s: dict[OpClass, Seconds] = Field(default_factory=dict)
+    """The host's time to issue one kernel of an op class where it differs from ``launch_overhead_s``
+    (cost/compute.py ``launch_seconds``). Fitted per class from CUDA measurements, whose small rows sit
+    on the host's issue time instead of the kernel's: on an H200 host, timed back to back, an
+    elementwise op issued every ~10 µs, a GEMM every ~22 µs and a convolution every 15–50 µs (cuDNN's
+    plan lookup), so one shared figure mispriced every class but one."""
     link_bandwidth_fraction: Fraction = 0.8
     link_latency_scale: Annotated[float, Field(gt=0, le=1000)] = 1.0
     link_half_bytes: Annotated[float, Field(ge=0, le=1e12)] = 0.0

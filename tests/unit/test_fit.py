@@ -209,11 +209,16 @@ def test_fit_tells_an_optimizers_cost_per_step_from_its_cost_per_tensor():
 
 def test_calibrate_keeps_datasheet_peaks_and_names_the_device():
     dev = invented_device(efficiency=_start_eff().model_dump())
-    m = _synthetic(dev, _truth_eff(), sigma=0.0)
+    # CUDA measurements: back-to-back calls overlap issue and kernel, as the fit then prices them
+    m = _synthetic(dev, _truth_eff().model_copy(update={"launch_async": True}), sigma=0.0)
     cal = fit(m, dev)
+    assert cal.device.efficiency.launch_async
     assert cal.device.name == f"invented-calibrated-{cal.key[:8]}"
     assert cal.device.peak_flops_per_s == dev.peak_flops_per_s
-    assert cal.mape_by_group()["all"] < 2.0  # noise-free rows from the model itself fit (almost) exactly
+    # noise-free rows from the model itself fit closely; not exactly, as where every row of a class runs
+    # longer on the device than its issue takes (this set's convolutions), that issue time has no
+    # gradient but through the smooth max, and the fit stops on the flat (3.9 % here; serial: < 2 %)
+    assert cal.mape_by_group()["all"] < 5.0
     assert calibrate(m, dev) == cal.device  # deterministic
     assert Cluster.single(cal.device).device == cal.device
 
