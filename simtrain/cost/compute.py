@@ -117,13 +117,19 @@ def alignment_factor(gemm: Gemm | None, m_rows: int, device: Device) -> float:
     unit = device.matrix_unit
     if gemm is None or unit is None or unit.tile is None:
         return 1.0
-    tm, tn, tk = unit.tile
-    m, n, k = max(m_rows, 1), max(gemm.n, 1), max(gemm.k, 1)
+    return _best_tile_efficiency(max(m_rows, 1), max(gemm.n, 1), max(gemm.k, 1), gemm.batch, tuple(unit.tile),
+                                 unit.parallel_tiles)
+
+
+@functools.lru_cache(maxsize=65536)
+def _best_tile_efficiency(m: int, n: int, k: int, batch: int, tile: tuple[int, int, int], slots: int | None) -> float:
+    """Cached: a calibration prices the same shapes at every step of its fit."""
+    tm, tn, tk = tile
     # GEMM libraries pick among several output-tile shapes per problem; take the best of the
     # spec tile, its halves and its doubles in m and n (k granularity is fixed by the unit).
     shapes = {(tm, tn), (max(tm // 2, 1), tn), (tm, max(tn // 2, 1)), (max(tm // 2, 1), max(tn // 2, 1)),
               (2 * tm, tn), (tm, 2 * tn)}
-    return max(_tile_efficiency(m, n, k, gemm.batch, a, b, tk, unit.parallel_tiles) for a, b in shapes)
+    return max(_tile_efficiency(m, n, k, batch, a, b, tk, slots) for a, b in shapes)
 
 
 def _tile_efficiency(m: int, n: int, k: int, batch: int, tm: int, tn: int, tk: int, slots: int | None) -> float:
