@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("steps", type=Path)
     q.add_argument("--measurements", type=Path, required=True)
     q.add_argument("--out", type=Path, default=None, help="markdown report (default: print)")
+    q.add_argument("--profile-out", type=Path, default=None, help="also save the fitted profile (YAML)")
     args = p.parse_args(argv)
     if args.cmd == "time":
         size = args.size or ("standard" if args.device == "cuda" else "medium")
@@ -131,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     from simtrain.calibrate.fit import fit
     from simtrain.calibrate.records import Measurements
     data = json.loads(args.steps.read_text())
-    spec = fit(Measurements.load(args.measurements)).device
+    cal = fit(Measurements.load(args.measurements))
+    if args.profile_out:
+        cal.save_profile(args.profile_out)
+    spec = cal.device
     rows = predict_all(data["records"], refined_spec(spec, data["chains"]) if data.get("chains") else spec)
     text = markdown(rows, f"Steps on {data['meta'].get('gpu') or data['meta']['device']}, predicted from "
                           f"{args.measurements.name}")

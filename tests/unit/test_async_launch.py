@@ -93,3 +93,13 @@ def test_padding_wastes_the_flops_slots_but_not_the_fixed_cost():
     want = 256.0 / (1e12 * align) + 1e6 / 1e12  # the FLOPs at the aligned rate, the fixed cost at the peak
     assert compute_seconds(256.0, OpClass.MATMUL, dev, DType.FP32, eff, g, 2) == pytest.approx(want)
     assert math.isclose(want, 1.048576e-6 + 1e-6)  # before: (256 + 1e6) / (1e12 · align) ≈ 4.1 ms
+
+
+def test_the_jacobian_pattern_keeps_each_parameter_to_its_own_rows():
+    from simtrain.calibrate.fit_compute import jacobian_sparsity
+    rows = [_gemm_row(64), Row("add", OpClass.ELEMENTWISE, DType.FP32, {"numel": 8}, 8.0, 96.0, 1.0, 1.0, 1.0, 5)]
+    names = ["matmul.peak_fraction", "launch:elementwise", "launch_overhead_s", "kind:layernorm.half_flops"]
+    pattern = jacobian_sparsity(rows, names)
+    # the GEMM row moves with the matmul curve and the shared globals; the add row with its class's
+    # launch and the globals; no row is a layer norm; then the prior's identity
+    assert pattern.tolist() == [[1, 0, 1, 0], [0, 1, 1, 0], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
