@@ -91,20 +91,34 @@ def predict_all(records: list[dict], device_spec) -> list[dict]:
         w = by_case[r["case"]]
         module, inputs, loss_fn = w.build("cpu", seed=0)
         model = st.Model.from_torch(copy.deepcopy(module), inputs, loss_fn, name=w.name)
-        predicted = predict_step(model, device_spec, w.batch, w.optimizer).step_time_s
-        rows.append(dict(r, predicted_s=predicted, error_pct=100.0 * (predicted / r["median_s"] - 1.0)))
+        report = predict_step(model, device_spec, w.batch, w.optimizer)
+        predicted = report.step_time_s
+        row = dict(r, predicted_s=predicted, error_pct=100.0 * (predicted / r["median_s"] - 1.0))
+        if r.get("peak_allocated_bytes") and report.memory is not None:
+            # as the suite's peak_memory case: the estimator's fragmentation allowance is not allocated
+            row["predicted_peak_bytes"] = report.memory.total_bytes - report.memory.overhead_bytes
+        rows.append(row)
     return rows
 
 
 def markdown(rows: list[dict], title: str) -> str:
-    lines = [f"# {title}", "", "| model | set | measured | predicted | error |", "|---|---|---:|---:|---:|"]
+    lines = [f"# {title}", "", "| model | set | measured | predicted | error | peak allocated: measured | "
+             "predicted | error |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        peak, want = r.get("peak_allocated_bytes"), r.get("predicted_peak_bytes")
+        mem = (f"{peak / 2**20:.1f} MiB | {want / 2**20:.1f} MiB | {100 * (want / peak - 1):+.1f} %" if peak and want
+               else "— | — | —")
         lines.append(f"| {r['case']} | {'unseen' if r['unseen'] else 'zoo'} | {r['median_s'] * 1e3:.2f} ms | "
-                     f"{r['predicted_s'] * 1e3:.2f} ms | {r['error_pct']:+.1f} % |")
+                     f"{r['predicted_s'] * 1e3:.2f} ms | {r['error_pct']:+.1f} % | {mem} |")
     for unseen in (False, True):
         errs = [abs(r["error_pct"]) for r in rows if r["unseen"] == unseen]
         if errs:
-            lines.append(f"\n{'Unseen' if unseen else 'Zoo'}: MAPE {sum(errs) / len(errs):.1f} % over {len(errs)} models.")
+            lines.append(f"\n{'Unseen' if unseen else 'Zoo'}: step-time MAPE {sum(errs) / len(errs):.1f} % over "
+                         f"{len(errs)} models.")
+    mem = [abs(r["predicted_peak_bytes"] / r["peak_allocated_bytes"] - 1) * 100 for r in rows
+           if r.get("predicted_peak_bytes") and r.get("peak_allocated_bytes")]
+    if mem:
+        lines.append(f"\nPeak allocated memory: MAPE {sum(mem) / len(mem):.1f} % over {len(mem)} models.")
     return "\n".join(lines) + "\n"
 
 
