@@ -111,5 +111,5 @@ def refined(c: Calibrated, log: Callable[[str], None] = lambda _m: None) -> Cali
         torch.set_num_threads(saved)
     log(f"in-step per-op cost ({m.machine.threads} threads): +{overhead.per_launch_s * 1e6:.2f} µs per launch "
         f"(fitted launch {c.device.efficiency.launch_overhead_s * 1e6:.2f} µs); per-step fixed "
-        f"{overhead.per_step_s * 1e6:.0f} µs (not modelled)")
+        f"{overhead.per_step_s * 1e6:.0f} µs, charged {overhead.step_host_s * 1e6:.0f} µs")
     return replace(c, overhead=overhead, step_device=with_step_overhead(c.device, overhead), sentinel=sentinel)

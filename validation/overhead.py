@@ -14,11 +14,14 @@ executes that node in backward, and Python runs the module's ``__call__``; on a 
 * a robust line ``measured − predicted = δ · n + c`` over the depths (Theil 1950 / Sen 1968: ``δ`` the
   median of the pairwise slopes, ``c`` the median intercept; one noisy depth cannot tip it): ``δ`` is
   the per-launch cost
-  the single-op benchmarks miss, ``c`` the per-step fixed cost (backward engine start, loss) that the
-  estimator has no term for (reported, not applied).
+  the single-op benchmarks miss, ``c`` the per-step fixed cost (``zero_grad``, the backward engine's
+  start and finish, the step loop's own Python).
 
-The step-time device is the calibrated device with ``launch_overhead_s + δ`` (named ``….step``). The
-chain is not a zoo model and its times never see the zoo's.
+The step-time device is the calibrated device with ``launch_overhead_s + δ`` (every class's issue time
+too, named ``….step``) and, where the line's slope came out non-negative, ``c`` as
+``Efficiency.step_host_overhead_s``: a negative slope (the CPU record: the chain over-predicted at
+depth) leaves the intercept an artefact of the clamp, not a cost. The chain is not a zoo model and its
+times never see the zoo's.
 """
 
 from __future__ import annotations
@@ -45,11 +48,20 @@ class StepOverhead:
     per_launch_s: float
     """δ: added to launch_overhead_s for training steps."""
     per_step_s: float
-    """c: fixed per-step cost the estimator has no term for (reported only)."""
+    """c: the line's intercept, the fixed per-step cost."""
     rows: tuple[dict, ...]
+    fitted_slope_s: float = 0.0
+    """δ before the clamp at 0: negative when the chain is over-predicted at depth."""
+
+    @property
+    def step_host_s(self) -> float:
+        """The per-step cost charged (``Efficiency.step_host_overhead_s``): ``c`` where the slope it was
+        fitted with was not negative and ``c`` is positive, else 0."""
+        return max(0.0, self.per_step_s) if self.fitted_slope_s >= 0 else 0.0
 
     def to_dict(self) -> dict:
-        return {"per_launch_s": self.per_launch_s, "per_step_s": self.per_step_s, "rows": list(self.rows)}
+        return {"per_launch_s": self.per_launch_s, "per_step_s": self.per_step_s, "rows": list(self.rows),
+                "fitted_slope_s": self.fitted_slope_s, "step_host_s": self.step_host_s}
 
 
 def chain(depth: int) -> nn.Module:
@@ -103,7 +115,7 @@ def fit_step_overhead(device_spec: Device, device: str = "cpu", warmup: int = 5,
         predicted, launches = _predict(model, device_spec)
         rows.append({"depth": depth, "measured_s": measured, "predicted_s": predicted, "launches": launches})
     slope, intercept = theil_sen([r["launches"] for r in rows], [r["measured_s"] - r["predicted_s"] for r in rows])
-    return StepOverhead(max(0.0, slope), intercept, tuple(rows))
+    return StepOverhead(max(0.0, slope), intercept, tuple(rows), slope)
 
 
 def theil_sen(x, y) -> tuple[float, float]:
@@ -119,4 +131,5 @@ def with_step_overhead(device_spec: Device, fit: StepOverhead) -> Device:
     out = with_launch(device_spec, fit.per_launch_s, "step")
     extra = dict(out.efficiency.extra, **{"validation.step_overhead.per_launch_s": fit.per_launch_s,
                                           "validation.step_overhead.per_step_s": fit.per_step_s})
-    return out.model_copy(update={"efficiency": out.efficiency.model_copy(update={"extra": extra})})
+    eff = out.efficiency.model_copy(update={"extra": extra, "step_host_overhead_s": fit.step_host_s})
+    return out.model_copy(update={"efficiency": eff})

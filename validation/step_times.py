@@ -77,7 +77,7 @@ def refined_spec(device_spec, chains: list[dict]):
         predicted, launches = _predict(model, device_spec)
         rows.append(dict(c, predicted_s=predicted, launches=launches))
     slope, intercept = theil_sen([r["launches"] for r in rows], [r["measured_s"] - r["predicted_s"] for r in rows])
-    return with_step_overhead(device_spec, StepOverhead(max(0.0, slope), intercept, tuple(rows)))
+    return with_step_overhead(device_spec, StepOverhead(max(0.0, slope), intercept, tuple(rows), slope))
 
 
 def predict_all(records: list[dict], device_spec) -> list[dict]:

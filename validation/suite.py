@@ -287,8 +287,9 @@ def _notes(cfg: SuiteConfig, cases: list[Case], cal: Calibrated) -> list[str]:
         o = cal.overhead
         notes.append(f"step-time device = st.calibrate's device + {o.per_launch_s * 1e6:.2f} µs per op launch, the "
                      "framework's in-step per-op cost measured on a synthetic chain of tiny layers "
-                     f"(validation/overhead.py; per-step fixed cost {o.per_step_s * 1e6:.0f} µs measured, not "
-                     "modelled). The prediction from st.calibrate alone is in the JSON "
+                     f"(validation/overhead.py; per-step fixed cost {o.per_step_s * 1e6:.0f} µs measured, "
+                     f"{o.step_host_s * 1e6:.0f} µs charged as Efficiency.step_host_overhead_s). The prediction "
+                     "from st.calibrate alone is in the JSON "
                      "(detail.predicted_plain_calibration_s).")
     note = _drift_note(cases)
     if note:

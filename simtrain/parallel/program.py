@@ -358,5 +358,7 @@ def _optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layout, r
     kernels = impl_kernels(cfg.optimizer, impl, tensors, shard, coster.device.kind)
     host_s = tensor_overhead_seconds(cfg.optimizer, impl, tensors, coster.eff) + step_overhead_seconds(
         cfg.optimizer, impl, coster.eff)
-    return issue_bound(seconds, kernels * coster.eff.launch_overhead_s + host_s, coster.eff)
+    # the step's own host work (zero_grad, the engine's start) runs on an empty queue: serial
+    return issue_bound(seconds, kernels * coster.eff.launch_overhead_s + host_s, coster.eff) + \
+        coster.eff.step_host_overhead_s
 

@@ -76,6 +76,12 @@ class Efficiency(Spec):
     large one hides the host (cost/compute.py ``issue_bound``). Set by ``st.calibrate`` from CUDA
     measurements, whose timed calls run back to back exactly so; False keeps a CPU's serial sum, where
     the thread that issues an op also runs it."""
+    step_host_overhead_s: Seconds = 0.0
+    """Host time once per training step outside every op: ``zero_grad``, the autograd engine's start and
+    finish, the training loop's own Python. Charged with the optimizer step and never overlapped: a
+    step that ends in a synchronisation (a logged loss, a timed step) starts the next one on an empty
+    device queue. Measured by the validation suite's overhead chains (validation/overhead.py: the
+    intercept of their time against their launches; 0.72 ms on the H200 machine's host)."""
     class_launch_overhead_s: dict[OpClass, Seconds] = Field(default_factory=dict)
     """The host's time to issue one kernel of an op class where it differs from ``launch_overhead_s``
     (cost/compute.py ``launch_seconds``). Fitted per class from CUDA measurements, whose small rows sit

@@ -103,3 +103,23 @@ def test_the_jacobian_pattern_keeps_each_parameter_to_its_own_rows():
     # the GEMM row moves with the matmul curve and the shared globals; the add row with its class's
     # launch and the globals; no row is a layer norm; then the prior's identity
     assert pattern.tolist() == [[1, 0, 1, 0], [0, 1, 1, 0], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
+
+
+@pytest.mark.parametrize("async_", [False, True])
+def test_the_steps_own_host_time_adds_once_per_step_in_both_engines(async_):
+    import simtrain as st
+    from simtrain.cost.compute import device_efficiency
+    base = st.load_device("h200-sxm-141gb")
+    eff = device_efficiency(base).model_copy(update={"launch_async": async_})
+    cfg = dict(global_batch_size=32, micro_batch_size=8, optimizer="adamw", precision="fp32")
+    model = st.load_model("mlp-mnist")
+
+    def times(e: Efficiency) -> tuple[float, float]:
+        cluster = st.Cluster.single(base.model_copy(update={"efficiency": e}))
+        return st.estimate(model, cluster, cfg).step_time_s, st.simulate(model, cluster, cfg).step_time_s
+    est0, sim0 = times(eff)
+    est1, sim1 = times(eff.model_copy(update={"step_host_overhead_s": 7e-4}))
+    # four accumulated micro-batches, one optimizer step: 0.7 ms once, never hidden under the kernels
+    assert est1 - est0 == pytest.approx(7e-4, rel=1e-9)
+    assert sim1 - sim0 == pytest.approx(7e-4, rel=1e-6)
+    assert sim1 == pytest.approx(est1, rel=1e-9)
