@@ -373,7 +373,7 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
                                   op.kind, tiles=flash_tiles(op, micro_batch, f, device, eff))
         t_m = _step_memory_seconds(op, phase, act_bytes * traffic, bytes_moved, f, micro_batch, ab, device, eff,
                                    backward_working_set_bytes)
-        kernels = _MATERIALISED_KERNELS if sequential else launches
+        kernels = _issued_kernels(op, phase, eff, launches, sequential)
         launch_s = (launch_seconds(op.op_class, eff) + call_s) * kernels
         sec = t_c + t_m if sequential else max(t_c, t_m)  # legs kept apart for the bottleneck
         sec += _fresh_tensor_s(op, phase, f, micro_batch, ab, wb, eff)
@@ -389,6 +389,18 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         out.append((sec, flops, kernels))
     (fw_s, fw_f, fw_k), (ag_s, ag_f, ag_k), (wg_s, wg_f, wg_k) = out
     return OpCost(fw_s, ag_s, wg_s, fw_f, ag_f + wg_f, mem_bound, fw_k, ag_k + wg_k)
+
+
+def _issued_kernels(op: Op, phase: str, eff: Efficiency, launches: float, sequential: bool) -> float:
+    """Kernels the host issues for one phase of ``op``: where the host runs ahead of the device
+    (``Efficiency.launch_async``) and the capture counted them (``aten_kernels``: an MHA call's clones,
+    scalings and batched GEMMs, a linear's backward GEMMs and bias sum), that count; else one per
+    phase (``_MATERIALISED_KERNELS`` for unfused attention), the count the CPU's in-step costs were
+    calibrated with. ``launches`` scales fusable kernels (a compiling stack's fused fraction)."""
+    counted = op.attr("aten_kernels") if eff.launch_async else None
+    if counted is not None:
+        return getattr(counted, phase) * launches
+    return _MATERIALISED_KERNELS if sequential else launches
 
 
 def saved_bytes(op: Op, micro_batch: int, reg: Regime, tp: int = 1, sp: bool = False, ep: int = 1) -> float:

@@ -123,3 +123,34 @@ def test_the_steps_own_host_time_adds_once_per_step_in_both_engines(async_):
     assert est1 - est0 == pytest.approx(7e-4, rel=1e-9)
     assert sim1 - sim0 == pytest.approx(7e-4, rel=1e-6)
     assert sim1 == pytest.approx(est1, rel=1e-9)
+
+
+def test_the_capture_counts_each_phases_kernel_calls_and_an_async_device_issues_them():
+    import torch
+    import torch.nn as nn
+
+    import simtrain as st
+    from simtrain.cost.op_cost import op_cost
+    from simtrain.cost.precision import regime
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    model = st.Model.from_torch(m, (torch.randn(3, 4),), lambda out: out.square().mean(), name="t")
+    ops = {op.name: op for op in model.ops}
+    # forward addmm; no input gradient for the first layer (its input needs none); weight gradient mm
+    # and the bias's sum. The second layer also has its input gradient's mm; ReLU: threshold_backward
+    def calls(name: str) -> tuple[float, float, float]:
+        k = ops[name].attr("aten_kernels")
+        return k.fw, k.agrad, k.wgrad
+    assert calls("0/linear") == (1.0, 0.0, 2.0)
+    assert calls("2/linear") == (1.0, 1.0, 2.0)
+    assert calls("1/relu") == (1.0, 1.0, 0.0)
+    # a device so fast the issue is everything: 20 µs a kernel, 2 kernels in the second layer's wgrad
+    dev = invented_device()
+    reg = regime("fp32")
+    fast = _eff(launch_overhead_s=20e-6, launch_async=True,
+                compute={c.value: {"peak_fraction": 1.0, "half_flops": 0.0} for c in OpClass})
+    got = op_cost(ops["2/linear"], 3, reg, dev, fast)
+    assert got.wgrad_s == pytest.approx(2 * 20e-6, rel=1e-3)
+    # serial (a CPU's calibration): one launch a phase, as before, on top of the (tiny) work
+    serial = op_cost(ops["2/linear"], 3, reg, dev, fast.model_copy(update={"launch_async": False}))
+    assert serial.wgrad_s == pytest.approx(20e-6, rel=1e-3)

@@ -78,6 +78,9 @@ class OpCounts:
     """Random numbers drawn in the forward pass, per sample (dropout masks)."""
     stats_bytes: float = 0.0
     stats_bytes_per_batch: float = 0.0
+    kernel_calls: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    """ATen calls that do work (not views, not allocations) per phase: each one a kernel the host issues
+    (a backward with parts, e.g. ``convolution_backward``, one per part it produces)."""
 
     def fields(self) -> dict:
         return dict(flops=_pc(self.flops), act_read=_pc(self.act_read), act_write=_pc(self.act_write),
@@ -152,9 +155,23 @@ def _fold_piece(acc: OpCounts, ev: AtenEvent, cost: AtenCost, phase: str, flops:
         acc.write(phase, m, per_mb(m) or j in cost.mb_stats, j in cost.stats)
 
 
+def _count_kernels(acc: OpCounts, ev: AtenEvent, cost: AtenCost, phases: BackwardPhases) -> None:
+    if cost.io in ("view", "none"):
+        return
+    if ev.phase == "fw":
+        acc.kernel_calls["fw"] += 1
+    elif cost.parts:
+        for part in cost.parts:
+            if part.out < len(ev.outs) and ev.outs[part.out] is not None:
+                acc.kernel_calls[phases.out_phase(ev, part.out)] += 1
+    else:
+        acc.kernel_calls[phases.event_phase.get(ev.index, "agrad")] += 1
+
+
 def fold_event(acc: OpCounts, ev: AtenEvent, cost: AtenCost, phases: BackwardPhases) -> None:
     """Add one event's FLOPs and bytes to ``acc`` in its phase (or its parts' phases)."""
     outs = [(j, m) for j, m in enumerate(ev.outs) if m is not None]
+    _count_kernels(acc, ev, cost, phases)
     if ev.phase == "fw":
         _fold_piece(acc, ev, cost, "fw", cost.flops, ev.inputs, outs, _per_mb_fw)
         if cost.draws and outs and not _per_mb_fw(outs[0][1]):

@@ -210,6 +210,9 @@ def _op_attrs(call: CallRecord, acc: OpCounts, evs) -> tuple[tuple[str, object],
         attrs.append(("stats_bytes", acc.stats_bytes))
     if acc.stats_bytes_per_batch:
         attrs.append(("stats_bytes_per_batch", acc.stats_bytes_per_batch))
+    if acc.kernel_calls:
+        k = acc.kernel_calls
+        attrs.append(("aten_kernels", PhaseCounts(k.get("fw", 0.0), k.get("agrad", 0.0), k.get("wgrad", 0.0))))
     return tuple(attrs)
 
 
