@@ -93,12 +93,24 @@ def predict_all(records: list[dict], device_spec) -> list[dict]:
         model = st.Model.from_torch(copy.deepcopy(module), inputs, loss_fn, name=w.name)
         report = predict_step(model, device_spec, w.batch, w.optimizer)
         predicted = report.step_time_s
-        row = dict(r, predicted_s=predicted, error_pct=100.0 * (predicted / r["median_s"] - 1.0))
+        row = dict(r, predicted_s=predicted, error_pct=100.0 * (predicted / r["median_s"] - 1.0), model=model)
         if r.get("peak_allocated_bytes") and report.memory is not None:
             # as the suite's peak_memory case: the estimator's fragmentation allowance is not allocated
             row["predicted_peak_bytes"] = report.memory.total_bytes - report.memory.overhead_bytes
         rows.append(row)
     return rows
+
+
+def runs_markdown(rows: list[dict], device_spec) -> list[str]:
+    """The suite's "measured runs as calibration input" section for these steps: ``st.calibrate_runs``
+    on the zoo's steps predicting the unseen ones, and leave-one-out over all (validation/run_calibration.py)."""
+    from validation.report import Case
+    from validation.run_calibration import MeasuredRun, run_cases, run_section
+    runs = [MeasuredRun(r["case"], r["model"], r["batch"], r["optimizer"], r["median_s"], r["unseen"]) for r in rows]
+    cases = run_cases(runs, device_spec) + [Case(r["case"], "step_time_unseen", r["predicted_s"], r["median_s"])
+                                            for r in rows if r["unseen"]]
+    section = run_section(cases)
+    return ["", "## Measured runs as calibration input", "", *section] if section else []
 
 
 def markdown(rows: list[dict], title: str) -> str:
@@ -150,9 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile_out:
         cal.save_profile(args.profile_out)
     spec = cal.device
-    rows = predict_all(data["records"], refined_spec(spec, data["chains"]) if data.get("chains") else spec)
+    spec = refined_spec(spec, data["chains"]) if data.get("chains") else spec
+    rows = predict_all(data["records"], spec)
     text = markdown(rows, f"Steps on {data['meta'].get('gpu') or data['meta']['device']}, predicted from "
-                          f"{args.measurements.name}")
+                          f"{args.measurements.name}") + "\n".join(runs_markdown(rows, spec)) + "\n"
     if args.out:
         args.out.write_text(text)
     print(text)
