@@ -121,6 +121,16 @@ def alignment_factor(gemm: Gemm | None, m_rows: int, device: Device) -> float:
                                  unit.parallel_tiles)
 
 
+def _on_matrix_unit(device: Device, dtype: DType) -> bool:
+    """Whether ``dtype`` matrix work runs on the device's matrix unit, whose tiles it must fill: the unit
+    lists a rate for it, or the device gives none at all (the tile geometry then covers every dtype).
+    An H200's tensor cores list bf16, fp16, tf32, fp8 and int8, not fp32: true fp32 GEMMs run on the
+    CUDA cores, whose thread blocks are no 128 × 128 tensor-core tile (an M = 1 GEMV was priced at 10×
+    its time)."""
+    unit = device.matrix_unit
+    return unit is None or not unit.fma_per_clock_per_unit or dtype in unit.fma_per_clock_per_unit
+
+
 @functools.lru_cache(maxsize=65536)
 def _best_tile_efficiency(m: int, n: int, k: int, batch: int, tile: tuple[int, int, int], slots: int | None) -> float:
     """Cached: a calibration prices the same shapes at every step of its fit."""
@@ -206,7 +216,8 @@ def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DTyp
     fixed_rate = peak * eff.sustained_clock_fraction * curve.peak_fraction
     # padding and wave quantization waste the FLOPs' slots, not the fixed cost: divided by the aligned
     # rate, a 2×8×8 GEMM's fixed cost came to milliseconds on an H200 (its tiles are 128×256)
-    rate = fixed_rate * (alignment_factor(_conv_lanes(gemm, op_class), m_rows, device) if matrix else 1.0)
+    tiled = matrix and _on_matrix_unit(device, dtype)
+    rate = fixed_rate * (alignment_factor(_conv_lanes(gemm, op_class), m_rows, device) if tiled else 1.0)
     ramps = 1.0
     if gemm is not None:
         rows, depth = _rows_and_depth(_conv_lanes(gemm, op_class), m_rows, phase)
