@@ -97,8 +97,10 @@ def _predict(model, device_spec: Device) -> tuple[float, float]:
 def with_launch(device_spec: Device, extra_s: float, tag: str) -> Device:
     """``device_spec`` with every launch ``extra_s`` dearer: the shared figure and each class's own."""
     eff = device_efficiency(device_spec)
-    eff = eff.model_copy(update={"launch_overhead_s": eff.launch_overhead_s + extra_s, "class_launch_overhead_s": {
-        c: s + extra_s for c, s in eff.class_launch_overhead_s.items()}})
+    eff = eff.model_copy(update={
+        "launch_overhead_s": eff.launch_overhead_s + extra_s,
+        "class_launch_overhead_s": {c: s + extra_s for c, s in eff.class_launch_overhead_s.items()},
+        "backward_class_launch_overhead_s": {c: s + extra_s for c, s in eff.backward_class_launch_overhead_s.items()}})
     return device_spec.model_copy(update={"efficiency": eff, "name": f"{device_spec.name[:56]}.{tag}"})
 
 

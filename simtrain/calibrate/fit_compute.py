@@ -158,7 +158,9 @@ def _launch_names(rows: Sequence[Row], start: Efficiency) -> list[str]:
     """One issue time per op class with compute rows, where ``start`` launches asynchronously."""
     if not start.launch_async:
         return []
-    return [_LAUNCH + c for c in sorted({r.op_class.value for r in rows if r.phase != "optim"})]
+    forward = sorted({r.op_class.value for r in rows if r.phase != "optim"})
+    backward = sorted({r.op_class.value for r in rows if r.phase == "bw"})
+    return [_LAUNCH + c for c in forward] + [_LAUNCH + c + _BW for c in backward]
 
 
 def _kind(name: str) -> str:
@@ -191,20 +193,24 @@ def efficiency_from(theta: np.ndarray, names: Sequence[str], start: Efficiency) 
     optim.update({n.removeprefix(_OPTIM): float(values[n]) for n in names if n.startswith(_OPTIM)})
     step = dict(start.optimizer_step_overhead_s)
     step.update({n.removeprefix(_OPTIM_STEP): float(values[n]) for n in names if n.startswith(_OPTIM_STEP)})
-    launch = dict(start.class_launch_overhead_s)
-    launch.update({OpClass(n.removeprefix(_LAUNCH)): float(values[n]) for n in names if n.startswith(_LAUNCH)})
+    launch, bw_launch = dict(start.class_launch_overhead_s), dict(start.backward_class_launch_overhead_s)
+    for n in (n for n in names if n.startswith(_LAUNCH)):
+        key = n.removeprefix(_LAUNCH)
+        (bw_launch if key.endswith(_BW) else launch)[OpClass(key.removesuffix(_BW))] = float(values[n])
     update = {g: float(values[g]) for g in names
               if "." not in g and not g.startswith((_OPTIM, _OPTIM_STEP, _LAUNCH))}
     return start.model_copy(update={"compute": compute, "backward_compute": backward, "kind_compute": kinds,
                                     "optimizer_tensor_overhead_s": optim, "optimizer_step_overhead_s": step,
-                                    "class_launch_overhead_s": launch, **update})
+                                    "class_launch_overhead_s": launch,
+                                    "backward_class_launch_overhead_s": bw_launch, **update})
 
 
 def _theta_of(eff: Efficiency, names: Sequence[str]) -> np.ndarray:
     vals = []
     for name in names:
         if name.startswith(_LAUNCH):
-            vals.append(launch_seconds(OpClass(name.removeprefix(_LAUNCH)), eff))
+            key = name.removeprefix(_LAUNCH)
+            vals.append(launch_seconds(OpClass(key.removesuffix(_BW)), eff, "bw" if key.endswith(_BW) else "fw"))
         elif name.startswith(_OPTIM):
             vals.append(eff.optimizer_tensor_overhead_s.get(name.removeprefix(_OPTIM), 0.0))
         elif name.startswith(_OPTIM_STEP):
@@ -265,8 +271,10 @@ def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base:
                                              [r.bytes_per_s for r in streaming])
     guess["launch_overhead_s"] = min(r.median_s / r.calls for r in rows) / 2
     for name in (n for n in names if n.startswith(_LAUNCH)):  # a class's quickest call: its issue time
-        cls = OpClass(name.removeprefix(_LAUNCH))
-        guess[name] = min(r.median_s / r.calls for r in rows if r.op_class == cls and r.phase != "optim")
+        key = name.removeprefix(_LAUNCH)
+        cls, bw = OpClass(key.removesuffix(_BW)), key.endswith(_BW)
+        guess[name] = min(r.median_s / r.calls for r in rows if r.op_class == cls and r.phase != "optim"
+                          and (r.phase == "bw") == bw)
     return np.log([min(max(guess[n], BOUNDS[_kind(n)][0]), BOUNDS[_kind(n)][1]) for n in names])
 
 
@@ -387,8 +395,10 @@ def _moves(name: str, row: Row) -> bool:
     groups fewer columns of the finite-difference Jacobian)."""
     if name.startswith((_OPTIM, _OPTIM_STEP)):
         return row.phase == "optim"
-    if name.startswith(_LAUNCH):
-        return row.phase != "optim" and row.op_class is not None and row.op_class.value == name.removeprefix(_LAUNCH)
+    if name.startswith(_LAUNCH):  # a class's forward figure also issues its backward where it has none
+        key = name.removeprefix(_LAUNCH)
+        return (row.phase != "optim" and row.op_class is not None and row.op_class.value == key.removesuffix(_BW)
+                and (row.phase == "bw" or not key.endswith(_BW)))
     if "." not in name:  # the globals, the cache tier, the strided-dX exponent: every row
         return True
     key = name.split(".")[0]

@@ -112,7 +112,7 @@ def predict_row(row: Row, device: Device, eff: Efficiency, own_kind: bool = True
         total += op_device_seconds(work * row.flops / parts, row.bytes_moved / parts, row.op_class, device, row.dtype,
                                    gemm=gemm, efficiency=eff, m_rows=m_rows, phase=phase,
                                    kind=row.bench if own_kind else None, tiles=row_flash_tiles(row, device, eff))
-    launch_s = launch_seconds(row.op_class, eff)
+    launch_s = launch_seconds(row.op_class, eff, row.phase)
     if not eff.launch_async:
         return total + parts * launch_s
     # the timed calls ran back to back, each issued while the last one's kernels ran; a backward row's

@@ -308,10 +308,15 @@ def conv_layout_seconds(activation_bytes: float, eff: Efficiency) -> float:
     return activation_bytes / eff.conv_layout_bytes_per_s
 
 
-def launch_seconds(op_class: OpClass | None, eff: Efficiency) -> float:
-    """The host's time to issue one kernel of ``op_class``: its own figure where the efficiency has one
-    (``Efficiency.class_launch_overhead_s``), else the shared ``launch_overhead_s``."""
-    return eff.class_launch_overhead_s.get(op_class, eff.launch_overhead_s) if op_class else eff.launch_overhead_s
+def launch_seconds(op_class: OpClass | None, eff: Efficiency, phase: str = "fw") -> float:
+    """The host's time to issue one kernel of ``op_class`` in ``phase``: a backward kernel's own figure
+    where the efficiency has one (``Efficiency.backward_class_launch_overhead_s``); else the class's
+    (``class_launch_overhead_s``), else the shared ``launch_overhead_s``."""
+    if op_class is None:
+        return eff.launch_overhead_s
+    if phase != "fw" and op_class in eff.backward_class_launch_overhead_s:
+        return eff.backward_class_launch_overhead_s[op_class]
+    return eff.class_launch_overhead_s.get(op_class, eff.launch_overhead_s)
 
 
 ISSUE_OVERLAP_P = 8.0

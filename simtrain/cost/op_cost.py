@@ -374,7 +374,7 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         t_m = _step_memory_seconds(op, phase, act_bytes * traffic, bytes_moved, f, micro_batch, ab, device, eff,
                                    backward_working_set_bytes)
         kernels = _issued_kernels(op, phase, eff, launches, sequential)
-        launch_s = (launch_seconds(op.op_class, eff) + call_s) * kernels
+        launch_s = (launch_seconds(op.op_class, eff, phase) + call_s) * kernels
         sec = t_c + t_m if sequential else max(t_c, t_m)  # legs kept apart for the bottleneck
         sec += _fresh_tensor_s(op, phase, f, micro_batch, ab, wb, eff)
         if _dense_conv(op):  # NCHW activations reordered to the kernel's layout and back

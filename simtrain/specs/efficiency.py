@@ -83,6 +83,10 @@ class Efficiency(Spec):
     device queue. Measured by the validation suite's overhead chains (validation/overhead.py: the
     intercept of their time against their launches; 0.72 ms on the H200 machine's host)."""
     class_launch_overhead_s: dict[OpClass, Seconds] = Field(default_factory=dict)
+    backward_class_launch_overhead_s: dict[OpClass, Seconds] = Field(default_factory=dict)
+    """The same for a class's backward kernels, which the autograd engine issues from C++ rather than a
+    Python call each; absent classes issue their backward kernels at their forward figure. Fitted from
+    CUDA measurements' backward rows, as ``launch:<class>@bw``."""
     """The host's time to issue one kernel of an op class where it differs from ``launch_overhead_s``
     (cost/compute.py ``launch_seconds``). Fitted per class from CUDA measurements, whose small rows sit
     on the host's issue time instead of the kernel's: on an H200 host, timed back to back, an

@@ -32,10 +32,13 @@ def test_issue_bound_sums_on_a_serial_device_and_overlaps_on_an_async_one():
 
 
 def test_each_class_issues_at_its_own_time_and_the_rest_share_one():
-    eff = _eff(class_launch_overhead_s={"conv": 40e-6})
+    eff = _eff(class_launch_overhead_s={"conv": 40e-6}, backward_class_launch_overhead_s={"conv": 15e-6})
     assert launch_seconds(OpClass.CONV, eff) == 40e-6
     assert launch_seconds(OpClass.MATMUL, eff) == 10e-6
     assert launch_seconds(None, eff) == 10e-6
+    # the engine issues a conv's backward kernels at their own figure; a GEMM's at its forward one
+    assert launch_seconds(OpClass.CONV, eff, "agrad") == launch_seconds(OpClass.CONV, eff, "bw") == 15e-6
+    assert launch_seconds(OpClass.MATMUL, eff, "wgrad") == 10e-6
 
 
 def test_op_seconds_hides_a_small_kernel_behind_its_issue_and_the_issue_behind_a_large_one():
