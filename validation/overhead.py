@@ -26,7 +26,6 @@ times never see the zoo's.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +36,7 @@ import simtrain as st
 from simtrain.cost.compute import device_efficiency
 from simtrain.specs.hardware import Device
 
-__all__ = ["StepOverhead", "chain", "fit_step_overhead", "with_step_overhead", "theil_sen", "DEPTHS"]
+__all__ = ["StepOverhead", "chain", "fit_step_overhead", "overhead_from", "with_step_overhead", "theil_sen", "DEPTHS"]
 
 DEPTHS = (8, 24, 48, 96)
 _EPS_S = 1e-3
@@ -107,13 +106,20 @@ def with_launch(device_spec: Device, extra_s: float, tag: str) -> Device:
 def fit_step_overhead(device_spec: Device, device: str = "cpu", warmup: int = 5, repeats: int = 15,
                       depths: tuple[int, ...] = DEPTHS) -> StepOverhead:
     """Measure the chains and fit (δ, c); see the module docstring."""
-    rows = []
+    measured = {}
     for depth in depths:
         torch.manual_seed(0)
-        module = chain(depth).to(device)
-        x = torch.randn(2, 8, device=device)
-        model = st.Model.from_torch(copy.deepcopy(module), (x,), _loss, name=f"chain{depth}")
-        measured = _measure(module, x, warmup, repeats, device)
+        measured[depth] = _measure(chain(depth).to(device), torch.randn(2, 8, device=device), warmup, repeats, device)
+    return overhead_from(device_spec, measured)
+
+
+def overhead_from(device_spec: Device, measured_s: dict[int, float]) -> StepOverhead:
+    """(δ, c) from the chains' measured step seconds by depth, however they were timed (here, or on a
+    leased GPU by validation/step_times.py): each chain predicted with ``device_spec``."""
+    rows = []
+    for depth, measured in measured_s.items():
+        torch.manual_seed(0)
+        model = st.Model.from_torch(chain(depth), (torch.randn(2, 8),), _loss, name=f"chain{depth}")
         predicted, launches = _predict(model, device_spec)
         rows.append({"depth": depth, "measured_s": measured, "predicted_s": predicted, "launches": launches})
     slope, intercept = theil_sen([r["launches"] for r in rows], [r["measured_s"] - r["predicted_s"] for r in rows])

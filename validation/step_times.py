@@ -68,16 +68,8 @@ def time_chains(device: str) -> list[dict]:
 
 def refined_spec(device_spec, chains: list[dict]):
     """``device_spec`` with the chains' in-step per-launch cost, as the suite's ``refined`` fits it."""
-    import simtrain as st
-    from validation.overhead import StepOverhead, _loss, _predict, chain, theil_sen, with_step_overhead
-    rows = []
-    for c in chains:
-        torch.manual_seed(0)
-        model = st.Model.from_torch(chain(c["depth"]), (torch.randn(2, 8),), _loss, name=f"chain{c['depth']}")
-        predicted, launches = _predict(model, device_spec)
-        rows.append(dict(c, predicted_s=predicted, launches=launches))
-    slope, intercept = theil_sen([r["launches"] for r in rows], [r["measured_s"] - r["predicted_s"] for r in rows])
-    return with_step_overhead(device_spec, StepOverhead(max(0.0, slope), intercept, tuple(rows), slope))
+    from validation.overhead import overhead_from, with_step_overhead
+    return with_step_overhead(device_spec, overhead_from(device_spec, {c["depth"]: c["measured_s"] for c in chains}))
 
 
 def predict_all(records: list[dict], device_spec) -> list[dict]:

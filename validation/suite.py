@@ -140,24 +140,20 @@ def _diagnose(w, res, cal: Calibrated, device: str) -> list[dict]:
     return diagnose.class_table(predicted, measured, wall)
 
 
-FAILED: list[str] = []
-"""``case: error`` of each model whose validation raised in this process (the report's notes name them)."""
-
-
-def _validated(w, cfg: SuiteConfig, cal: Calibrated, log):
+def _validated(w, cfg: SuiteConfig, cal: Calibrated, log, failed: list[str]):
     """``steps.validate_workload`` for one model, or None when it raised: the suite goes on with the
-    other models and the report names the failure (a device nobody ran the suite on yet may refuse an
-    op one model needs)."""
+    other models and the report names the failure, appended to ``failed`` as ``case: error`` (a device
+    nobody ran the suite on yet may refuse an op one model needs)."""
     try:
         return steps.validate_workload(w, cal.step_device, cfg.device, cfg.warmup, cfg.repeats, cal.threads,
                                        plain_spec=cal.device)
     except Exception as e:  # noqa: BLE001 - recorded and reported, never swallowed silently
-        FAILED.append(f"{w.case}: {type(e).__name__}: {e}")
+        failed.append(f"{w.case}: {type(e).__name__}: {e}")
         log(f"{w.case:24s} FAILED ({type(e).__name__}: {e}); going on with the other models")
         return None
 
 
-def _single_device(cfg: SuiteConfig, cal: Calibrated, log) -> tuple[list[Case], dict, list]:
+def _single_device(cfg: SuiteConfig, cal: Calibrated, log, failed: list[str]) -> tuple[list[Case], dict, list]:
     """Step / FLOPs / saved-bytes (/ peak memory) cases, the per-class diagnosis by case, and the
     measured steps as calibration runs (validation/run_calibration.py)."""
     cases, diag, runs = [], {}, []
@@ -169,7 +165,7 @@ def _single_device(cfg: SuiteConfig, cal: Calibrated, log) -> tuple[list[Case], 
         for w in workloads(cfg.size, cfg.models) + unseen_workloads(cfg.size, cfg.models):
             before = wait_for_speed(cal.sentinel, cfg.device, max_wait_s=cfg.wait_for_speed_s)
             t0 = time.perf_counter()
-            res = _validated(w, cfg, cal, log)
+            res = _validated(w, cfg, cal, log, failed)
             if res is None:
                 continue
             speed = drift(speed_sample(cfg.device), cal.sentinel)
@@ -274,10 +270,10 @@ def rerender(json_path: Path) -> dict[str, Path]:
             "png": write_plot(json_path.with_suffix(".png"), cases, f"simtrain validation — {slug}")}
 
 
-def _notes(cfg: SuiteConfig, cases: list[Case], cal: Calibrated) -> list[str]:
+def _notes(cfg: SuiteConfig, cases: list[Case], cal: Calibrated, failed: list[str]) -> list[str]:
     notes = list(cfg.extra_notes)
-    if FAILED:
-        notes.append("models that failed and are not in the report: " + "; ".join(FAILED))
+    if failed:
+        notes.append("models that failed and are not in the report: " + "; ".join(failed))
     if cfg.rounds > 1:
         notes.append(f"{cfg.rounds} rounds (validation/rounds.py): calibration passes alternated with step timings; "
                      "step predictions come from the profile fitted to the median of the passes, measured step "
@@ -338,11 +334,11 @@ def _loadavg() -> float:
 def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = _log_default) -> SuiteResult:
     """Run every part of the suite under ``cfg`` and write the report files to ``cfg.out_dir``."""
     start, load0 = time.perf_counter(), _loadavg()
-    FAILED.clear()
     out_dir = default_out_dir() if cfg.out_dir is None else Path(cfg.out_dir)
     cfg = replace(cfg, out_dir=out_dir, command=cfg.command or shlex.join(sys.argv))
     cal = refined(_calibrations(cfg, log), log)  # in-step per-op cost, measured right before the steps
-    cases, diag, runs = _single_device(cfg, cal, log)
+    failed: list[str] = []
+    cases, diag, runs = _single_device(cfg, cal, log, failed)
     if cfg.rounds > 1:
         cal, cases, runs = rounds.more_rounds(cfg, cal, cases, runs, log)
     cases += _run_cases(runs, cal, log)
@@ -359,7 +355,7 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = _log_default) -> Su
     meta["diagnosis_by_class"] = diag
     meta["loader_handoff_s"] = handoff
     sections = _sections(cases, diag, meta["calibration"])
-    notes = _notes(cfg, cases, cal) + [
+    notes = _notes(cfg, cases, cal, failed) + [
         "DataLoader hand-off per batch with a zero-cost transform and no compute (not in the closed form): "
         + ", ".join(f"{w} worker{'s' if w > 1 else ''} {t * 1e3:.2f} ms" for w, t in handoff.items()) + "."]
     paths = write_all(cfg.out_dir, slug, cases, meta, notes, TARGETS, sections)

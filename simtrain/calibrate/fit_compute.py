@@ -22,11 +22,20 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
+from simtrain.calibrate.fit_names import (
+    BW_SUFFIX,
+    KIND_ALIASES,
+    KIND_CLASSES,
+    KIND_PREFIX,
+    LAUNCH_PREFIX,
+    OPTIM_PREFIX,
+    OPTIM_STEP_PREFIX,
+    jacobian_sparsity,
+    row_kind,
+)
 from simtrain.calibrate.predict import predict_row, row_flash_tiles, row_gemm, row_optimizer
 from simtrain.calibrate.records import Row
 from simtrain.cost.compute import (
-    DEPTHWISE_CONV_KIND,
-    GROUPED_CONV_KIND,
     MATRIX_CLASSES,
     launch_seconds,
     matrix_peak_flops_per_s,
@@ -35,7 +44,7 @@ from simtrain.cost.optimizer import tensor_overhead_key
 from simtrain.glossary import OpClass
 from simtrain.specs.hardware import ComputeCurve, Device, Efficiency
 
-__all__ = ["ComputeFit", "fit_compute", "efficiency_from", "jacobian_sparsity", "PRIOR_WEIGHT", "BOUNDS"]
+__all__ = ["ComputeFit", "fit_compute", "efficiency_from", "PRIOR_WEIGHT", "BOUNDS"]
 
 PRIOR_WEIGHT = 0.02
 #: (low, high) of each parameter kind, in its own units.
@@ -49,8 +58,6 @@ _GLOBALS = ("memory_bandwidth_fraction", "memory_half_bytes", "launch_overhead_s
 _CACHE = ("cache_miss_bandwidth_fraction", "cache_bytes")
 """Fitted only when the start efficiency has a cache tier (``cache_bytes`` > 0, the machine's
 last-level cache size as the prior)."""
-_BW = "@bw"
-"""Suffix of a class whose backward rows get their own curve (``Efficiency.backward_compute``)."""
 _BW_CLASSES = frozenset({OpClass.CONV, OpClass.ATTENTION})
 """Classes fitted with a backward curve when they have backward rows: a conv's dX and dW kernels
 are other loop nests than its forward (dW reduces over batch and positions); a fused attention's
@@ -66,38 +73,12 @@ and one with a short reduction stores its tile more often than it accumulates: f
 measurements, half_rows ≈ 4 and half_depth ≈ 10–20, the GEMM rows' MAPE 20 → 14–16 %)."""
 _STRIDE = "strided_agrad_exponent"
 """Fitted when there are backward rows of strided convs."""
-_OPTIM = "optim:"
-"""Prefix of an optimizer's per-tensor host overhead, e.g. ``optim:adamw/for-loop``
-(``Efficiency.optimizer_tensor_overhead_s``): one parameter per optimizer and implementation the bench
-timed, identified by its rows over 8, 32 and 256 tensors, so it is left out of the prior (its base
-value is "not costed", which a prior in log space would pull it towards)."""
-_OPTIM_STEP = "optim_step:"
-"""Prefix of an optimizer's per-step host overhead (``Efficiency.optimizer_step_overhead_s``), fitted
-with its per-tensor one where the key's rows span :data:`_STEP_TENSOR_COUNTS` tensor counts or more
-(fewer cannot tell a cost per step from one per tensor)."""
 _STEP_TENSOR_COUNTS = 3
 _OPTIM_MIN_START_S = 1e-6
 """The smallest start of an optimizer's per-tensor overhead: 1 µs, about one Python statement."""
-_LAUNCH = "launch:"
-"""Prefix of an op class's own issue time (``Efficiency.class_launch_overhead_s``), e.g.
-``launch:conv``: fitted where the host runs ahead of the device (``Efficiency.launch_async``), whose
-small rows each sit on their class's issue time."""
-_KIND = "kind:"
-"""Prefix of an op kind's own curve (``Efficiency.kind_compute``), e.g. ``kind:maxpool@bw.half_flops``."""
-_KIND_CLASSES = {"maxpool": OpClass.REDUCTION, "layernorm": OpClass.NORM, "rmsnorm": OpClass.NORM,
-                 "batchnorm": OpClass.NORM, GROUPED_CONV_KIND: OpClass.CONV, DEPTHWISE_CONV_KIND: OpClass.CONV}
-"""Benches named after an op kind whose rows fit that kind's own curve, with the class it falls back to.
-On a CPU the three normalisations are different loops (layer norm: one fused Welford pass per row;
-RMS norm: a composite of pow, mean, rsqrt and mul kernels below torch 2.x's fused path; batch norm:
-statistics over N·H·W per channel of an NCHW tensor, a strided reduction), 2–3× apart per byte.
-Grouped and depthwise convolutions (conv2d rows with groups > 1) run other kernels than dense ones
-and than each other (cost/compute.py ``curve_kind``): a curve each, forward and backward."""
 _SHADOWED = frozenset({"layernorm", "rmsnorm", "batchnorm"})
 """Kinds whose rows also fit their class's curve (as if they had no curve of their own), so the class
 curve still speaks for the class's other kinds (group norm) instead of falling back to the base."""
-_KIND_ALIASES = {"maxpool": ("maxpool2d",)}
-"""Other kind names of the same kernel: a built model's rule (graph/rules/conv.py ``maxpool2d``)."""
-
 
 @dataclass(frozen=True)
 class ComputeFit:
@@ -113,21 +94,11 @@ class ComputeFit:
 
 def _names(classes: Sequence[OpClass], cache: bool = False, bw_classes: Sequence[OpClass] = (),
            strided: bool = False) -> list[str]:
-    keys = [c.value for c in classes] + [c.value + _BW for c in bw_classes]
+    keys = [c.value for c in classes] + [c.value + BW_SUFFIX for c in bw_classes]
     names = [f"{k}.{p}" for k in keys for p in ("peak_fraction", "half_flops")] + list(_GLOBALS)
-    names += [f"{k}.{p}" for k in keys if OpClass(k.removesuffix(_BW)) in _ROWS_CLASSES
+    names += [f"{k}.{p}" for k in keys if OpClass(k.removesuffix(BW_SUFFIX)) in _ROWS_CLASSES
               for p in ("half_rows", "half_depth")]
     return names + list(_CACHE) * cache + [_STRIDE] * strided
-
-
-def row_kind(row: Row) -> str:
-    """The curve key a row speaks for: its bench (an op kind), or for a conv2d row with groups > 1
-    :data:`DEPTHWISE_CONV_KIND` (one output channel per group) or :data:`GROUPED_CONV_KIND`, as
-    ``cost.compute.curve_kind`` prices the graph's ops."""
-    groups = int(row.params.get("groups", 1))
-    if row.bench == "conv2d" and groups > 1:
-        return DEPTHWISE_CONV_KIND if int(row.params["k"]) == groups else GROUPED_CONV_KIND
-    return row.bench
 
 
 def _optim_names(rows: Sequence[Row]) -> list[str]:
@@ -138,20 +109,20 @@ def _optim_names(rows: Sequence[Row]) -> list[str]:
         if r.phase == "optim":
             counts.setdefault(tensor_overhead_key(*row_optimizer(r)), set()).add(int(r.params.get("tensors", 0)))
     keys = sorted(counts)
-    return [_OPTIM + k for k in keys] + [_OPTIM_STEP + k for k in keys if len(counts[k]) >= _STEP_TENSOR_COUNTS]
+    return [OPTIM_PREFIX + k for k in keys] + [OPTIM_STEP_PREFIX + k for k in keys if len(counts[k]) >= _STEP_TENSOR_COUNTS]
 
 
 def _kind_names(rows: Sequence[Row]) -> list[str]:
     """Curve parameters of each op kind with bench rows (forward; ``@bw`` when it has backward rows)."""
-    keys = sorted({row_kind(r) + (_BW if r.phase == "bw" else "") for r in rows if row_kind(r) in _KIND_CLASSES})
-    return [f"{_KIND}{k}.{p}" for k in keys for p in ("peak_fraction", "half_flops")]
+    keys = sorted({row_kind(r) + (BW_SUFFIX if r.phase == "bw" else "") for r in rows if row_kind(r) in KIND_CLASSES})
+    return [f"{KIND_PREFIX}{k}.{p}" for k in keys for p in ("peak_fraction", "half_flops")]
 
 def _curve_of(eff: Efficiency, key: str) -> ComputeCurve:
-    phase = "bw" if key.endswith(_BW) else "fw"
-    if key.startswith(_KIND):
-        kind = key.removeprefix(_KIND).removesuffix(_BW)
-        return eff.phase_curve(_KIND_CLASSES[kind], phase, kind)
-    return eff.phase_curve(OpClass(key.removesuffix(_BW)), phase)
+    phase = "bw" if key.endswith(BW_SUFFIX) else "fw"
+    if key.startswith(KIND_PREFIX):
+        kind = key.removeprefix(KIND_PREFIX).removesuffix(BW_SUFFIX)
+        return eff.phase_curve(KIND_CLASSES[kind], phase, kind)
+    return eff.phase_curve(OpClass(key.removesuffix(BW_SUFFIX)), phase)
 
 
 def _launch_names(rows: Sequence[Row], start: Efficiency) -> list[str]:
@@ -160,15 +131,15 @@ def _launch_names(rows: Sequence[Row], start: Efficiency) -> list[str]:
         return []
     forward = sorted({r.op_class.value for r in rows if r.phase != "optim"})
     backward = sorted({r.op_class.value for r in rows if r.phase == "bw"})
-    return [_LAUNCH + c for c in forward] + [_LAUNCH + c + _BW for c in backward]
+    return [LAUNCH_PREFIX + c for c in forward] + [LAUNCH_PREFIX + c + BW_SUFFIX for c in backward]
 
 
 def _kind(name: str) -> str:
-    if name.startswith(_LAUNCH):
+    if name.startswith(LAUNCH_PREFIX):
         return "launch_overhead_s"
-    if name.startswith(_OPTIM):
+    if name.startswith(OPTIM_PREFIX):
         return "optimizer_tensor_overhead_s"
-    if name.startswith(_OPTIM_STEP):
+    if name.startswith(OPTIM_STEP_PREFIX):
         return "optimizer_step_overhead_s"
     return name.rsplit(".", 1)[-1]
 
@@ -184,21 +155,21 @@ def efficiency_from(theta: np.ndarray, names: Sequence[str], start: Efficiency) 
                                                  half_flops=float(values[f"{key}.half_flops"]),
                                                  half_rows=float(values.get(f"{key}.half_rows", 0.0)),
                                                  half_depth=float(values.get(f"{key}.half_depth", 0.0)))
-            if key.startswith(_KIND):
-                kind, bw = key.removeprefix(_KIND).removesuffix(_BW), _BW * key.endswith(_BW)
-                kinds.update({k + bw: curve for k in (kind, *_KIND_ALIASES.get(kind, ()))})
+            if key.startswith(KIND_PREFIX):
+                kind, bw = key.removeprefix(KIND_PREFIX).removesuffix(BW_SUFFIX), BW_SUFFIX * key.endswith(BW_SUFFIX)
+                kinds.update({k + bw: curve for k in (kind, *KIND_ALIASES.get(kind, ()))})
             else:
-                (backward if key.endswith(_BW) else compute)[OpClass(key.removesuffix(_BW))] = curve
+                (backward if key.endswith(BW_SUFFIX) else compute)[OpClass(key.removesuffix(BW_SUFFIX))] = curve
     optim = dict(start.optimizer_tensor_overhead_s)
-    optim.update({n.removeprefix(_OPTIM): float(values[n]) for n in names if n.startswith(_OPTIM)})
+    optim.update({n.removeprefix(OPTIM_PREFIX): float(values[n]) for n in names if n.startswith(OPTIM_PREFIX)})
     step = dict(start.optimizer_step_overhead_s)
-    step.update({n.removeprefix(_OPTIM_STEP): float(values[n]) for n in names if n.startswith(_OPTIM_STEP)})
+    step.update({n.removeprefix(OPTIM_STEP_PREFIX): float(values[n]) for n in names if n.startswith(OPTIM_STEP_PREFIX)})
     launch, bw_launch = dict(start.class_launch_overhead_s), dict(start.backward_class_launch_overhead_s)
-    for n in (n for n in names if n.startswith(_LAUNCH)):
-        key = n.removeprefix(_LAUNCH)
-        (bw_launch if key.endswith(_BW) else launch)[OpClass(key.removesuffix(_BW))] = float(values[n])
+    for n in (n for n in names if n.startswith(LAUNCH_PREFIX)):
+        key = n.removeprefix(LAUNCH_PREFIX)
+        (bw_launch if key.endswith(BW_SUFFIX) else launch)[OpClass(key.removesuffix(BW_SUFFIX))] = float(values[n])
     update = {g: float(values[g]) for g in names
-              if "." not in g and not g.startswith((_OPTIM, _OPTIM_STEP, _LAUNCH))}
+              if "." not in g and not g.startswith((OPTIM_PREFIX, OPTIM_STEP_PREFIX, LAUNCH_PREFIX))}
     return start.model_copy(update={"compute": compute, "backward_compute": backward, "kind_compute": kinds,
                                     "optimizer_tensor_overhead_s": optim, "optimizer_step_overhead_s": step,
                                     "class_launch_overhead_s": launch,
@@ -208,13 +179,13 @@ def efficiency_from(theta: np.ndarray, names: Sequence[str], start: Efficiency) 
 def _theta_of(eff: Efficiency, names: Sequence[str]) -> np.ndarray:
     vals = []
     for name in names:
-        if name.startswith(_LAUNCH):
-            key = name.removeprefix(_LAUNCH)
-            vals.append(launch_seconds(OpClass(key.removesuffix(_BW)), eff, "bw" if key.endswith(_BW) else "fw"))
-        elif name.startswith(_OPTIM):
-            vals.append(eff.optimizer_tensor_overhead_s.get(name.removeprefix(_OPTIM), 0.0))
-        elif name.startswith(_OPTIM_STEP):
-            vals.append(eff.optimizer_step_overhead_s.get(name.removeprefix(_OPTIM_STEP), 0.0))
+        if name.startswith(LAUNCH_PREFIX):
+            key = name.removeprefix(LAUNCH_PREFIX)
+            vals.append(launch_seconds(OpClass(key.removesuffix(BW_SUFFIX)), eff, "bw" if key.endswith(BW_SUFFIX) else "fw"))
+        elif name.startswith(OPTIM_PREFIX):
+            vals.append(eff.optimizer_tensor_overhead_s.get(name.removeprefix(OPTIM_PREFIX), 0.0))
+        elif name.startswith(OPTIM_STEP_PREFIX):
+            vals.append(eff.optimizer_step_overhead_s.get(name.removeprefix(OPTIM_STEP_PREFIX), 0.0))
         elif "." in name:
             key, field = name.split(".")
             vals.append(getattr(_curve_of(eff, key), field))
@@ -237,11 +208,11 @@ def _half_point(sizes: Sequence[float], rates: Sequence[float]) -> float:
 
 def _rows_of(rows: Sequence[Row], key: str) -> list[Row]:
     """The rows a curve key speaks for: a class's (its backward rows for ``@bw``), or a kind's bench."""
-    bw = key.endswith(_BW)
-    if key.startswith(_KIND):
-        kind = key.removeprefix(_KIND).removesuffix(_BW)
+    bw = key.endswith(BW_SUFFIX)
+    if key.startswith(KIND_PREFIX):
+        kind = key.removeprefix(KIND_PREFIX).removesuffix(BW_SUFFIX)
         return [r for r in rows if row_kind(r) == kind and (r.phase == "bw") == bw]
-    cls = OpClass(key.removesuffix(_BW))
+    cls = OpClass(key.removesuffix(BW_SUFFIX))
     return [r for r in rows if r.op_class == cls and r.flops > 0 and r.phase != "optim"
             and (r.phase == "bw" or not bw)]
 
@@ -270,9 +241,9 @@ def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base:
     guess["memory_half_bytes"] = _half_point([r.bytes_moved / r.calls for r in streaming],
                                              [r.bytes_per_s for r in streaming])
     guess["launch_overhead_s"] = min(r.median_s / r.calls for r in rows) / 2
-    for name in (n for n in names if n.startswith(_LAUNCH)):  # a class's quickest call: its issue time
-        key = name.removeprefix(_LAUNCH)
-        cls, bw = OpClass(key.removesuffix(_BW)), key.endswith(_BW)
+    for name in (n for n in names if n.startswith(LAUNCH_PREFIX)):  # a class's quickest call: its issue time
+        key = name.removeprefix(LAUNCH_PREFIX)
+        cls, bw = OpClass(key.removesuffix(BW_SUFFIX)), key.endswith(BW_SUFFIX)
         guess[name] = min(r.median_s / r.calls for r in rows if r.op_class == cls and r.phase != "optim"
                           and (r.phase == "bw") == bw)
     return np.log([min(max(guess[n], BOUNDS[_kind(n)][0]), BOUNDS[_kind(n)][1]) for n in names])
@@ -293,12 +264,12 @@ def _optimizer_guess(rows: Sequence[Row], names: Sequence[str], device: Device, 
         mine = [r for r in rows if r.phase == "optim" and tensor_overhead_key(*row_optimizer(r)) == key]
         tensors = [max(int(r.params.get("tensors", 1)), 1) for r in mine]
         left = [r.median_s - predict_row(r, device, eff) for r in mine]
-        starts[key] = (_per_step_and_tensor(left, tensors) if _OPTIM_STEP + key in fitted
+        starts[key] = (_per_step_and_tensor(left, tensors) if OPTIM_STEP_PREFIX + key in fitted
                        else (0.0, float(np.median([x / t for x, t in zip(left, tensors, strict=True)]))))
     extra = []
     for name in names[len(theta):]:
         per_step, per_tensor = starts[name.split(":", 1)[1]]
-        value = per_step if name.startswith(_OPTIM_STEP) else per_tensor
+        value = per_step if name.startswith(OPTIM_STEP_PREFIX) else per_tensor
         extra.append(math.log(min(max(value, _OPTIM_MIN_START_S), BOUNDS[_kind(name)][1])))
     return np.concatenate([theta, extra])
 
@@ -343,7 +314,7 @@ def fit_compute(rows: Sequence[Row], device: Device, start: Efficiency) -> Compu
     strided = any(r.bench == "conv2d" and r.phase == "bw" and int(r.params.get("stride", 1)) > 1 for r in rows)
     names = (_names(classes, start.cache_bytes > 0, bw_classes, strided) + _kind_names(rows)
              + _launch_names(rows, start))
-    shadow = [r for r in rows if r.bench in _SHADOWED and f"{_KIND}{r.bench}.peak_fraction" in names]
+    shadow = [r for r in rows if r.bench in _SHADOWED and f"{KIND_PREFIX}{r.bench}.peak_fraction" in names]
     first = _solve(rows, shadow, device, start, names, _starts(rows, names, device, _theta_of(start, names), start))
     best = first
     optim = _optim_names(rows)
@@ -370,7 +341,7 @@ def _solve(rows: Sequence[Row], shadow: Sequence[Row], device: Device, start: Ef
     curve) plus the prior, from each of ``starts``; the result of lowest cost."""
     log_t = np.log([r.median_s for r in rows] + [r.median_s for r in shadow])
     prior = _theta_of(start, names)
-    weight = PRIOR_WEIGHT * np.array([0.0 if n.startswith(_OPTIM) else 1.0 for n in names])
+    weight = PRIOR_WEIGHT * np.array([0.0 if n.startswith(OPTIM_PREFIX) else 1.0 for n in names])
     lo = np.log([BOUNDS[_kind(n)][0] for n in names])
     hi = np.log([BOUNDS[_kind(n)][1] for n in names])
 
@@ -390,28 +361,3 @@ def _solve(rows: Sequence[Row], shadow: Sequence[Row], device: Device, start: Ef
     return best
 
 
-def _moves(name: str, row: Row) -> bool:
-    """Whether parameter ``name`` can change the prediction of ``row`` (a superset is safe: it only
-    groups fewer columns of the finite-difference Jacobian)."""
-    if name.startswith((_OPTIM, _OPTIM_STEP)):
-        return row.phase == "optim"
-    if name.startswith(_LAUNCH):  # a class's forward figure also issues its backward where it has none
-        key = name.removeprefix(_LAUNCH)
-        return (row.phase != "optim" and row.op_class is not None and row.op_class.value == key.removesuffix(_BW)
-                and (row.phase == "bw" or not key.endswith(_BW)))
-    if "." not in name:  # the globals, the cache tier, the strided-dX exponent: every row
-        return True
-    key = name.split(".")[0]
-    if key.startswith(_KIND):
-        kind = key.removeprefix(_KIND).removesuffix(_BW)
-        return row_kind(row) in (kind, *_KIND_ALIASES.get(kind, ()))
-    return row.op_class is not None and row.op_class.value == key.removesuffix(_BW)
-
-
-def jacobian_sparsity(rows: Sequence[Row], names: Sequence[str]) -> np.ndarray:
-    """Which residual each parameter can move: the rows of its own class, kind or optimizer (the
-    globals: all), then the prior's diagonal. ``least_squares`` then perturbs parameters that share
-    no row together, so a CUDA set's finite-difference Jacobian (≈ 110 parameters, most of them a
-    class's or a kind's) costs a few dozen evaluations instead of one per parameter."""
-    data = np.array([[_moves(n, r) for n in names] for r in rows], dtype=bool).reshape(len(rows), len(names))
-    return np.vstack([data, np.eye(len(names), dtype=bool)]).astype(int)

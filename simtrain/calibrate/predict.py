@@ -23,6 +23,7 @@ from __future__ import annotations
 from simtrain.calibrate.bench_layout import activation_bytes
 from simtrain.calibrate.counts import counted_causal_fraction
 from simtrain.calibrate.records import Row
+from simtrain.cost.attention_work import causal_executed_fraction, priced_flash_tiles
 from simtrain.cost.compute import (
     conv_layout_seconds,
     first_touch_seconds,
@@ -32,7 +33,6 @@ from simtrain.cost.compute import (
     op_device_seconds,
     strided_agrad_factor,
 )
-from simtrain.cost.op_cost import causal_executed_fraction, priced_flash_tiles
 from simtrain.cost.optimizer import step_overhead_seconds, tensor_overhead_seconds
 from simtrain.glossary import DTYPE_BYTES
 from simtrain.graph.op import Gemm

@@ -24,6 +24,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from simtrain.cost.attention_work import (  # re-exported: the per-op cost's public helpers before the split
+    causal_executed_fraction,
+    cpu_flash_blocks,
+    executed_flops_fraction,
+    flash_tiles,
+    priced_flash_tiles,
+)
 from simtrain.cost.compute import (
     MATRIX_CLASSES,
     attention_kernel_seconds,
@@ -36,13 +43,12 @@ from simtrain.cost.compute import (
     strided_agrad_factor,
 )
 from simtrain.cost.precision import Regime
-from simtrain.glossary import DeviceKind, DType, OpClass
+from simtrain.glossary import DType, OpClass
 from simtrain.graph.op import Gemm, Op
-from simtrain.graph.rules.attention import block_causal_fraction, key_blocks_run
 from simtrain.specs.hardware import Device, Efficiency
 
 __all__ = ["OpCost", "ShardFactors", "shard_factors", "op_cost", "conv_stride", "saved_bytes", "executed_flops_fraction",
-           "cpu_flash_blocks", "causal_executed_fraction",
+           "cpu_flash_blocks", "causal_executed_fraction", "priced_flash_tiles",
            "runs_in_fp8", "FP8_CAST_PASSES",
            "random_draws_seconds"]
 
@@ -89,60 +95,6 @@ def shard_factors(op: Op, tp: int, sp: bool, ep: int = 1) -> ShardFactors:
     if split == "sequence":
         return ShardFactors(seq, seq, seq, seq, seq)
     return _FULL
-
-
-def cpu_flash_blocks(seq_q: int) -> tuple[int, int]:
-    """(query block, key block) of PyTorch's CPU flash-attention kernel for ``seq_q`` queries: 32 /
-    64 / 256 queries below 192 / below 768 / from 768, always 512 keys, forward and backward
-    (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp, ``flash_attention_kernel_impl``)."""
-    return (32 if seq_q < 192 else 64 if seq_q < 768 else 256), 512
-
-
-def cpu_flash_tiles(seq_q: int, seq_kv: int, causal: bool) -> int:
-    """Tiles one head of PyTorch's CPU flash-attention kernel runs (:func:`cpu_flash_blocks`): each
-    block of queries against each 512-key block it does not skip (``key_blocks_run``, the walk
-    ``block_causal_fraction`` counts the work by), the same blocks forward and backward."""
-    return sum(blocks for _, blocks in key_blocks_run(seq_q, seq_kv, *cpu_flash_blocks(seq_q), causal))
-
-
-def priced_flash_tiles(batch_heads: float, seq_q: int, seq_kv: int, causal: bool, device: Device,
-                       eff: Efficiency) -> float:
-    """Tiles of a fused attention over ``batch_heads`` (samples × heads) where the efficiency prices
-    them (``Efficiency.flash_tiles`` on a CPU); 1 elsewhere, where the attention curve's
-    ``half_flops`` is per call. One rule for a graph's ops (:func:`flash_tiles`) and the bench's rows
-    (``calibrate.predict.row_flash_tiles``)."""
-    if not eff.flash_tiles or device.kind is not DeviceKind.CPU:
-        return 1.0
-    return max(1.0, batch_heads * cpu_flash_tiles(seq_q, seq_kv, causal))
-
-
-def flash_tiles(op: Op, micro_batch: float, f: ShardFactors, device: Device, eff: Efficiency) -> float:
-    """:func:`priced_flash_tiles` of a fused attention ``op`` for one micro-batch on one rank (samples
-    × this rank's heads); 1 for other ops."""
-    att = op.attention
-    if att is None or not att.fused:
-        return 1.0
-    return priced_flash_tiles(micro_batch * att.heads * f.flops, att.seq_q, att.seq_kv, att.causal, device, eff)
-
-
-def causal_executed_fraction(seq_q: int, seq_kv: int, device: Device | None = None) -> float:
-    """Share of the seq_q × seq_kv score matrix a fused causal attention kernel executes. On a GPU it
-    skips the tiles above the diagonal, ≈ (s + 1) / (2s) of the square; PyTorch's CPU flash kernel
-    skips only whole 512-key blocks past each query block's last key (:func:`cpu_flash_blocks`,
-    ``block_causal_fraction``): nothing up to 512 keys, a quarter of the square at 1024."""
-    if device is not None and device.kind is DeviceKind.CPU:
-        return block_causal_fraction(seq_q, seq_kv, *cpu_flash_blocks(seq_q))
-    return (seq_q + 1) / (2.0 * seq_q)
-
-
-def executed_flops_fraction(op: Op, device: Device | None = None) -> float:
-    """Fraction of the op's (full-convention) FLOPs the kernel actually executes: a fused causal
-    attention kernel what :func:`causal_executed_fraction` says for ``device``; a materialised one
-    computes the whole score matrix and masks it."""
-    att = op.attention
-    if att is None or not att.causal or not att.fused:
-        return 1.0
-    return causal_executed_fraction(att.seq_q, att.seq_kv, device)
 
 
 _MATERIALISED_KERNELS = 4
@@ -370,16 +322,13 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         else:
             work = strided_agrad_factor(conv_stride(op), eff) if phase == "agrad" else 1.0
             t_c = compute_seconds(flops * run * work, op.op_class, device, dtype, eff, gemm, m_rows, phase,
-                                  op.kind, tiles=flash_tiles(op, micro_batch, f, device, eff))
+                                  op.kind, tiles=flash_tiles(op, micro_batch, f.flops, device, eff))
         t_m = _step_memory_seconds(op, phase, act_bytes * traffic, bytes_moved, f, micro_batch, ab, device, eff,
                                    backward_working_set_bytes)
         kernels = _issued_kernels(op, phase, eff, launches, sequential)
         launch_s = (launch_seconds(op.op_class, eff, phase) + call_s) * kernels
         sec = t_c + t_m if sequential else max(t_c, t_m)  # legs kept apart for the bottleneck
-        sec += _fresh_tensor_s(op, phase, f, micro_batch, ab, wb, eff)
-        if _dense_conv(op):  # NCHW activations reordered to the kernel's layout and back
-            sec += conv_layout_seconds(act_bytes, eff)
-        sec += random_draws_seconds(op, micro_batch, f, eff) if phase == "fw" else 0.0
+        sec += _phase_extras_s(op, phase, f, micro_batch, ab, wb, act_bytes, eff)
         if fp8 and flops:
             cast_s, cast_k = _fp8_cast(phase, gemm, micro_batch, recipe, device, eff)
             sec, kernels = sec + cast_s, kernels + cast_k
@@ -389,6 +338,16 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         out.append((sec, flops, kernels))
     (fw_s, fw_f, fw_k), (ag_s, ag_f, ag_k), (wg_s, wg_f, wg_k) = out
     return OpCost(fw_s, ag_s, wg_s, fw_f, ag_f + wg_f, mem_bound, fw_k, ag_k + wg_k)
+
+
+def _phase_extras_s(op: Op, phase: str, f: ShardFactors, micro_batch: float, ab: float, wb: float,
+                    act_bytes: float, eff: Efficiency) -> float:
+    """The phase's work besides its kernel: fresh tensors' first touch, a dense conv's NCHW layout
+    reorders and (forward) the random draws of its dropout masks."""
+    extra = _fresh_tensor_s(op, phase, f, micro_batch, ab, wb, eff)
+    if _dense_conv(op):  # NCHW activations reordered to the kernel's layout and back
+        extra += conv_layout_seconds(act_bytes, eff)
+    return extra + (random_draws_seconds(op, micro_batch, f, eff) if phase == "fw" else 0.0)
 
 
 def _issued_kernels(op: Op, phase: str, eff: Efficiency, launches: float, sequential: bool) -> float:

@@ -112,7 +112,7 @@ class Efficiency(Spec):
     stack picks one by name, and a family missing here falls back to the ``attention`` curve."""
     flash_tiles: bool = False
     """The ``attention`` curves' ``half_flops`` is per tile of PyTorch's CPU flash-attention kernel (one
-    block of queries against one block of 512 keys, cost/op_cost.py ``cpu_flash_tiles``) rather than per
+    block of queries against one block of 512 keys, cost/attention_work.py ``cpu_flash_tiles``) rather than per
     call: each tile pays a fixed cost (two small GEMM calls, the running-softmax rescale of its rows)
     besides its FLOPs, so a call of many short tiles (short sequences, many heads) runs below the rate of
     one with the same FLOPs in few long ones. Set by ``st.calibrate`` on a CPU; False (per call) in

@@ -467,7 +467,7 @@ def test_depthwise_convolutions_have_their_own_curve_and_fall_back_to_the_groupe
     """One output channel per group (Gemm n = 1) is depthwise: its own curve where the profile has one,
     else the grouped curve (a profile fitted before the split). compute_seconds = flops / achieved with
     achieved = peak · sustained · pf · flops / (flops + half_flops) (no rows / depth ramp here)."""
-    from simtrain.calibrate.fit_compute import row_kind
+    from simtrain.calibrate.fit_names import row_kind
     from simtrain.cost.compute import (
         DEPTHWISE_CONV_KIND,
         GROUPED_CONV_KIND,
@@ -641,7 +641,7 @@ def test_cpu_flash_tiles_count_query_blocks_times_key_blocks_run():
     """Tiles per head: s = 64, query blocks of 32 → 2 tiles of one key block; s = 197 (≥ 192: blocks
     of 64) → 4; s = 1024 (blocks of 256, key blocks of 512): 4 × 2 = 8, and causal 1 + 1 + 2 + 2 = 6
     (last visible keys 256, 512, 768, 1024)."""
-    from simtrain.cost.op_cost import cpu_flash_tiles
+    from simtrain.cost.attention_work import cpu_flash_tiles
     assert cpu_flash_tiles(64, 64, False) == 2 and cpu_flash_tiles(64, 64, True) == 2
     assert cpu_flash_tiles(197, 197, False) == 4
     assert cpu_flash_tiles(1024, 1024, False) == 8 and cpu_flash_tiles(1024, 1024, True) == 6
