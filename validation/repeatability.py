@@ -23,11 +23,9 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import shlex
 import string
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -37,10 +35,11 @@ from simtrain.calibrate.fit import fit
 from simtrain.calibrate.measure import measure
 from simtrain.calibrate.records import Measurements
 from simtrain.calibrate.robust import merged_measurements
+from validation.attribution import attribution, attribution_lines
 from validation.steps import predict_step
 from validation.workloads import unseen_workloads, workloads
 
-__all__ = ["predictions", "spread", "row_shift", "pass_speed", "consecutive", "deal", "main", "TARGET"]
+__all__ = ["built_models", "predictions", "spread", "row_shift", "pass_speed", "consecutive", "deal", "main", "TARGET"]
 
 TARGET = 0.05
 """Largest relative difference between the two profiles' predictions of one model (issue 12)."""
@@ -56,16 +55,20 @@ def _measurements(path: Path | None, grid: str, threads: int, passes: int) -> Me
     return m
 
 
-def predictions(devices: dict[str, object], size: str = "medium") -> list[dict]:
-    """Every zoo and unseen model's predicted step time under each device."""
-    rows = []
+def built_models(size: str = "medium") -> list[tuple]:
+    """(workload, Model) of every zoo and unseen model, captured on the CPU."""
+    out = []
     for w in workloads(size) + unseen_workloads(size):
         module, inputs, loss_fn = w.build("cpu", seed=0)
-        model = st.Model.from_torch(copy.deepcopy(module), inputs, loss_fn, name=w.name)
-        rows.append({"case": w.case, "unseen": w.unseen,
-                     "predicted_s": {k: predict_step(model, d, w.batch, w.optimizer).step_time_s
-                                     for k, d in devices.items()}})
-    return rows
+        out.append((w, st.Model.from_torch(copy.deepcopy(module), inputs, loss_fn, name=w.name)))
+    return out
+
+
+def predictions(devices: dict[str, object], size: str = "medium", models: list[tuple] | None = None) -> list[dict]:
+    """Every zoo and unseen model's predicted step time under each device."""
+    return [{"case": w.case, "unseen": w.unseen,
+             "predicted_s": {k: predict_step(model, d, w.batch, w.optimizer).step_time_s for k, d in devices.items()}}
+            for w, model in (models if models is not None else built_models(size))]
 
 
 def spread(row: dict) -> float:
@@ -200,13 +203,9 @@ def _sets(args) -> tuple[list[Measurements], list[float], list[float], dict]:
         chunks = deal(singles, args.sets, args.interleave)
         return ([merged_measurements(c) for c in chunks], [sum(m.wall_s for m in c) for c in chunks],
                 [c[0].settings.get("loadavg_1min_start", float("nan")) for c in chunks], pass_speed(singles))
-    sets, seconds, load = [], [], []
-    for path in args.measurements or (None, None):
-        load.append(round(os.getloadavg()[0], 2))
-        t0 = time.perf_counter()
-        sets.append(_measurements(path, args.grid, args.threads, args.passes))
-        seconds.append(time.perf_counter() - t0)
-    return sets, seconds, load, {}
+    sets = [_measurements(path, args.grid, args.threads, args.passes) for path in args.measurements or (None, None)]
+    # each set's own record, so a set loaded from its file reports when and how it was measured
+    return (sets, [m.wall_s for m in sets], [m.settings.get("loadavg_1min_start", float("nan")) for m in sets], {})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grid", default="full")
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--passes", type=int, default=1, help="passes over the grid per calibration (st.measure)")
+    p.add_argument("--attribute", action="store_true",
+                   help="also swap each fitted quantity of the second profile into the first and report which "
+                        "ones move the predictions (validation/attribution.py)")
     args = p.parse_args(argv)
     if not 2 <= args.sets <= len(string.ascii_uppercase) or args.passes < 1:
         p.error(f"--sets must be 2 to {len(string.ascii_uppercase)} and --passes at least 1")
@@ -232,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     sets, seconds, load, speed = _sets(args)
     torch.set_num_threads(args.threads)
     devices = {string.ascii_uppercase[i]: fit(m).device for i, m in enumerate(sets)}
-    rows = predictions(devices)
+    models = built_models()
+    rows = predictions(devices, models=models)
     meta = {"machine": f"{sets[0].machine.cpu_model} ({sets[0].machine.cpu_cores} cores)", "threads": args.threads,
             "passes": [m.settings.get("passes", 1) for m in sets],
             "grid": args.grid, "when": sets[0].machine.date, "seconds": seconds, "load": load,
@@ -240,7 +243,11 @@ def main(argv: list[str] | None = None) -> int:
             "command": shlex.join(["python", "-m", "validation.repeatability", *sys.argv[1:]])}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "repeatability.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    (args.out / "repeatability.md").write_text(_markdown(rows, meta))
+    extra = attribution(models, devices["A"], devices["B"]) if args.attribute else None
+    (args.out / "repeatability.md").write_text(_markdown(rows, meta) + (
+        "\n" + "\n".join(attribution_lines(extra)) if extra else ""))
+    if extra:
+        (args.out / "attribution.json").write_text(json.dumps(extra, indent=1))
     for r in rows:
         print(f"{r['case']:24s} " + " ".join(f"{k} {v * 1e3:8.2f} ms" for k, v in r["predicted_s"].items())
               + f"  {100 * spread(r):5.1f} %")
