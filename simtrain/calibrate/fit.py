@@ -27,15 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from simtrain.calibrate.base_device import default_base
-from simtrain.calibrate.bench_cold import fit_step_state
 from simtrain.calibrate.bench_jitter import fit_rank_jitter
-from simtrain.calibrate.bench_layout import fit_conv_layout
-from simtrain.calibrate.bench_memory import fit_first_touch
 from simtrain.calibrate.bench_rng import fit_rng
 from simtrain.calibrate.fit_compute import ComputeFit, fit_compute
 from simtrain.calibrate.fit_links import LinkFit, fit_collectives, fit_host_device
 from simtrain.calibrate.machine import derived_cpu_peak_flops_per_s
-from simtrain.calibrate.paired import paired_ranges
+from simtrain.calibrate.paired import PAIRED_FITS, paired_fit, paired_ranges
 from simtrain.calibrate.predict import predict_row
 from simtrain.calibrate.records import Measurements, Row
 from simtrain.calibrate.residuals import Residual, format_summary, mape_by_group, residual
@@ -114,8 +111,9 @@ def _memory_start(eff: Efficiency, m: Measurements) -> Efficiency:
     ramp per flash tile (``Efficiency.flash_tiles``, with attention rows), the fixed cost outside the
     rows and depth ramps (``Efficiency.fixed_cost_unramped``); unchanged where the measurements have none
     of them."""
-    update: dict[str, float | bool] = (dict(fit_first_touch(m.rows)) | fit_rng(m.rows) | fit_conv_layout(m.rows)
-                                | fit_step_state(m.rows) | fit_rank_jitter(m.rows))
+    paired = {pf.bench: paired_fit(m.rows, pf) for pf in PAIRED_FITS}  # each pass's pairs together
+    update: dict[str, float | bool] = (dict(paired["first_touch"]) | fit_rng(m.rows) | paired["conv_layout"]
+                                       | paired["step_state"] | fit_rank_jitter(m.rows))
     update["flash_tiles"] = any(r.bench == "sdpa" for r in m.rows)  # CPU attention's half_flops per tile
     update["fixed_cost_unramped"] = True  # the ramps scale the FLOPs' rate, not the fixed cost
     llc = float(m.settings.get("llc_bytes") or 0.0)

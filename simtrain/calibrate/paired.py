@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Callable, Sequence
 
 from simtrain.calibrate.bench_cold import fit_step_state
@@ -29,7 +30,7 @@ from simtrain.calibrate.bench_memory import fit_first_touch
 from simtrain.calibrate.records import Row
 from simtrain.report.format import format_quantity
 
-__all__ = ["PairedFit", "PAIRED_FITS", "paired_ranges", "wide_ranges", "WIDE_RATIO"]
+__all__ = ["PairedFit", "PAIRED_FITS", "paired_fit", "paired_ranges", "wide_ranges", "WIDE_RATIO"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +47,43 @@ PAIRED_FITS = (PairedFit("conv_layout", "nchw", fit_conv_layout),
 
 WIDE_RATIO = 1.5
 """A range whose high end is more than this many times its low end is reported as wide."""
+
+
+def _passes(rows: Sequence[Row], bench: str) -> int:
+    """How many passes every row of ``bench`` keeps its own median of (0 unless all keep the same
+    number, at least 2)."""
+    counts = {len(r.pass_medians_s) if r.pass_medians_s is not None else 0 for r in rows if r.bench == bench}
+    return counts.pop() if len(counts) == 1 and min(counts) >= 2 else 0
+
+
+def _pass(rows: Sequence[Row], bench: str, k: int) -> list[Row]:
+    """``rows`` with ``bench``'s rows at their ``k``-th pass's median."""
+    out = []
+    for r in rows:
+        if r.bench == bench:
+            t = r.pass_medians_s[k]
+            r = dataclasses.replace(r, median_s=t, p10_s=min(r.p10_s, t), p90_s=max(r.p90_s, t), pass_medians_s=None)
+        out.append(r)
+    return out
+
+
+def paired_fit(rows: Sequence[Row], pf: PairedFit) -> dict[str, float]:
+    """``pf``'s fit, its two sides paired within each pass where the rows keep their passes' medians:
+    the median over the passes of each pass's fitted value (a pass where the pair measured no cost
+    counts as an infinite rate or a zero cost; a rate whose median is infinite is left out, as the fit
+    leaves out a pair that measured nothing). A machine that drifts between passes moves both sides of
+    a pass alike, while the median of each side over the passes may come from different passes."""
+    n = _passes(rows, pf.bench)
+    if n == 0:
+        return pf.fit(rows)
+    per_pass = [pf.fit(_pass(rows, pf.bench, k)) for k in range(n)]
+    out = {}
+    for name in sorted({key for fitted in per_pass for key in fitted}):
+        rate = name.endswith("_per_s")
+        value = statistics.median(f.get(name, math.inf if rate else 0.0) for f in per_pass)
+        if math.isfinite(value):
+            out[name] = value
+    return out
 
 
 def _moved(rows: Sequence[Row], pf: PairedFit, minuend_low: bool) -> list[Row]:
@@ -67,7 +105,7 @@ def paired_ranges(rows: Sequence[Row]) -> dict[str, tuple[float, float, float]]:
     is 0 for a cost and ``inf`` for a rate: the timings do not tell it from zero cost."""
     out: dict[str, tuple[float, float, float]] = {}
     for pf in PAIRED_FITS:
-        value = pf.fit(rows)
+        value = paired_fit(rows, pf)
         if not value:
             continue
         ends = [pf.fit(_moved(rows, pf, minuend_low)) for minuend_low in (True, False)]

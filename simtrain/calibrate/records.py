@@ -56,9 +56,15 @@ class Row:
     ci_low_s: float | None = None
     """95 % bootstrap interval of the median (simtrain/calibrate/robust.py); None in older files."""
     ci_high_s: float | None = None
+    pass_medians_s: tuple[float, ...] | None = None
+    """Each pass's median, in the order the passes ran, where the row merges several passes
+    (robust.merge_passes): the paired benches pair their two sides within a pass (calibrate/paired.py).
+    None for a single pass and in older files."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", _frozen_map(self.params))
+        if self.pass_medians_s is not None:
+            object.__setattr__(self, "pass_medians_s", tuple(float(x) for x in self.pass_medians_s))
         if self.op_class is not None:
             object.__setattr__(self, "op_class", OpClass(self.op_class))
         object.__setattr__(self, "dtype", DType(self.dtype))
@@ -81,6 +87,10 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.pass_medians_s is None:
+            del d["pass_medians_s"]  # a single pass's row serialises (and hashes) as before the field existed
+        else:
+            d["pass_medians_s"] = list(self.pass_medians_s)
         d["params"] = dict(self.params)
         d["op_class"] = None if self.op_class is None else self.op_class.value
         d["dtype"] = self.dtype.value

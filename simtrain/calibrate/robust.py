@@ -241,7 +241,7 @@ def merge_passes(passes: Sequence[Sequence]) -> list:
     the passes' medians (a slow spell that lasts one pass moves it by one vote, not by its size),
     p10 / p90 the extremes over the passes, and the interval the 95 % order-statistic interval of the
     pass medians (:func:`median_order_interval`: the spread over time, which a bootstrap within one
-    pass cannot see); ``bytes_moved`` the median over the passes too (the same in every pass for all
+    pass cannot see), and each pass's median (``pass_medians_s``); ``bytes_moved`` the median over the passes too (the same in every pass for all
     benches but first touch, whose fresh side records the bytes it faulted in). Rows keep the first
     pass's order."""
     import statistics
@@ -261,5 +261,5 @@ def merge_passes(passes: Sequence[Sequence]) -> list:
         out.append(replace(first, median_s=statistics.median(medians), p10_s=min(r.p10_s for r in same),
                            bytes_moved=statistics.median(r.bytes_moved for r in same),
                            p90_s=max(r.p90_s for r in same), repeats=sum(r.repeats for r in same),
-                           ci_low_s=low, ci_high_s=high))
+                           ci_low_s=low, ci_high_s=high, pass_medians_s=tuple(medians)))
     return out

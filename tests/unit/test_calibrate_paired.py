@@ -56,3 +56,41 @@ def test_calibrate_command_warns_of_each_wide_range_on_stderr(capsys):
     err = capsys.readouterr().err.splitlines()
     assert err == ["calibrate: warning: conv_layout_bytes_per_s = 13.7 GB/s, but its paired timings allow 9.27 GB/s "
                    "to 32.6 GB/s: a re-measure may move it that far, and the predictions that depend on it with it"]
+
+
+def _per_pass(nchw: bool, passes_s: tuple[float, ...]) -> Row:
+    import statistics
+    m = statistics.median(passes_s)
+    return Row("conv_layout", None, DType.FP32, dict(_PARAMS, nchw=nchw), 0.0, 0.0, m, min(passes_s), max(passes_s),
+               15, pass_medians_s=passes_s)
+
+
+def test_pairs_are_taken_within_each_pass_by_hand():
+    """Passes of NCHW 3.0 / 5.0 / 3.2 ms against NHWC 2.0 / 4.0 / 2.1 ms (the second pass a slow spell on
+    both sides): each pass's difference 1.0, 1.0, 1.1 ms, median 1.0 ms, so 49152 B / 1.0 ms; the
+    medians of the two sides apart (3.2 − 2.1 = 1.1 ms) would give 49152 B / 1.1 ms."""
+    from simtrain.calibrate.bench_layout import fit_conv_layout
+    from simtrain.calibrate.paired import PAIRED_FITS, paired_fit
+    layout = next(pf for pf in PAIRED_FITS if pf.bench == "conv_layout")
+    rows = [_per_pass(True, (3.0e-3, 5.0e-3, 3.2e-3)), _per_pass(False, (2.0e-3, 4.0e-3, 2.1e-3))]
+    assert paired_fit(rows, layout) == {"conv_layout_bytes_per_s": pytest.approx(_BYTES / 1.0e-3)}
+    assert fit_conv_layout(rows) == {"conv_layout_bytes_per_s": pytest.approx(_BYTES / 1.1e-3)}
+    # a pass whose NCHW side was not slower measured no cost: an infinite rate, one vote of three
+    one = [_per_pass(True, (3.0e-3, 1.9e-3, 3.4e-3)), _per_pass(False, (2.0e-3, 2.0e-3, 2.2e-3))]
+    assert paired_fit(one, layout) == {"conv_layout_bytes_per_s": pytest.approx(_BYTES / 1.0e-3)}
+    # two of three: the median rate is infinite, the reorder not costed (as the fit without passes does)
+    two = [_per_pass(True, (3.0e-3, 1.9e-3, 1.8e-3)), _per_pass(False, (2.0e-3, 2.0e-3, 2.2e-3))]
+    assert paired_fit(two, layout) == {}
+    # sides that kept different numbers of passes are not paired: the plain fit
+    odd = [_per_pass(True, (3.0e-3, 5.0e-3, 3.2e-3)), _per_pass(False, (2.0e-3, 4.0e-3))]
+    assert paired_fit(odd, layout) == fit_conv_layout(odd)
+
+
+def test_merged_rows_keep_each_pass_median_and_single_rows_serialise_as_before():
+    from simtrain.calibrate.robust import merge_passes
+    one = _layout(True, 3.0e-3, 2.8e-3, 3.2e-3)
+    assert "pass_medians_s" not in one.to_dict()  # so older files keep their hash
+    merged = merge_passes([[one], [_layout(True, 5.0e-3, 4.0e-3, 6.0e-3)], [_layout(True, 3.2e-3, 3.0e-3, 3.4e-3)]])
+    assert merged[0].pass_medians_s == (3.0e-3, 5.0e-3, 3.2e-3) and merged[0].median_s == 3.2e-3
+    back = Row.from_dict(merged[0].to_dict())
+    assert back == merged[0] and back.to_dict()["pass_medians_s"] == [3.0e-3, 5.0e-3, 3.2e-3]
