@@ -62,15 +62,19 @@ def _passes(rows: Sequence[Row], bench: str) -> int:
     return counts.pop() if len(counts) == 1 and min(counts) >= 2 else 0
 
 
+def _timed(r: Row, t: float) -> Row:
+    """``r`` with its median at ``t`` (its p10 / p90 widened to hold it, as a row must)."""
+    return dataclasses.replace(r, median_s=t, p10_s=min(r.p10_s, t), p90_s=max(r.p90_s, t))
+
+
+def _no_cost(name: str) -> float:
+    """A fitted quantity's value where its pair measured nothing: an infinite rate, a zero cost."""
+    return math.inf if name.endswith("_per_s") else 0.0
+
+
 def _pass(rows: Sequence[Row], bench: str, k: int) -> list[Row]:
     """``rows`` with ``bench``'s rows at their ``k``-th pass's median."""
-    out = []
-    for r in rows:
-        if r.bench == bench:
-            t = r.pass_medians_s[k]
-            r = dataclasses.replace(r, median_s=t, p10_s=min(r.p10_s, t), p90_s=max(r.p90_s, t), pass_medians_s=None)
-        out.append(r)
-    return out
+    return [_timed(r, r.pass_medians_s[k]) if r.bench == bench else r for r in rows]
 
 
 def paired_fit(rows: Sequence[Row], pf: PairedFit) -> dict[str, float]:
@@ -85,8 +89,7 @@ def paired_fit(rows: Sequence[Row], pf: PairedFit) -> dict[str, float]:
     per_pass = [pf.fit(_pass(rows, pf.bench, k)) for k in range(n)]
     out = {}
     for name in sorted({key for fitted in per_pass for key in fitted}):
-        rate = name.endswith("_per_s")
-        value = statistics.median(f.get(name, math.inf if rate else 0.0) for f in per_pass)
+        value = statistics.median(f.get(name, _no_cost(name)) for f in per_pass)
         if math.isfinite(value):
             out[name] = value
     return out
@@ -95,14 +98,10 @@ def paired_fit(rows: Sequence[Row], pf: PairedFit) -> dict[str, float]:
 def _moved(rows: Sequence[Row], pf: PairedFit, minuend_low: bool) -> list[Row]:
     """``rows`` with the bench's sides at the ends of their intervals: the minuend at its low end and
     the subtrahend at its high end (``minuend_low``), or the reverse. Rows without an interval stay."""
-    out = []
-    for r in rows:
-        if r.bench != pf.bench or r.ci_low_s is None or r.ci_high_s is None:
-            out.append(r)
-            continue
-        t = r.ci_low_s if bool(r.params.get(pf.flag)) == minuend_low else r.ci_high_s
-        out.append(dataclasses.replace(r, median_s=t, p10_s=min(r.p10_s, t), p90_s=max(r.p90_s, t)))
-    return out
+    def end(r: Row) -> float:
+        return r.ci_low_s if bool(r.params.get(pf.flag)) == minuend_low else r.ci_high_s
+    return [_timed(r, end(r)) if r.bench == pf.bench and r.ci_low_s is not None and r.ci_high_s is not None else r
+            for r in rows]
 
 
 def paired_ranges(rows: Sequence[Row]) -> dict[str, tuple[float, float, float]]:
@@ -116,7 +115,7 @@ def paired_ranges(rows: Sequence[Row]) -> dict[str, tuple[float, float, float]]:
             continue
         ends = [pf.fit(_moved(rows, pf, minuend_low)) for minuend_low in (True, False)]
         for name, v in value.items():
-            got = [e.get(name, math.inf if name.endswith("_per_s") else 0.0) for e in ends]
+            got = [e.get(name, _no_cost(name)) for e in ends]
             out[name] = (v, min(got + [v]), max(got + [v]))
     return out
 
