@@ -129,8 +129,9 @@ class Efficiency(Spec):
     An op moving B bytes finds h = min(1, cache_bytes / B) of them in cache (the producer's last
     ``cache_bytes`` of output are still resident) at the streaming bandwidth, and the rest at
     ``cache_miss_bandwidth_fraction`` of it (cost/compute.py ``memory_seconds``). Calibrated: the
-    effective capacity the copies and streams over sizes show, started from the size sysfs reports
-    (on a shared VM other tenants hold part of it: 12–42 MiB fitted against 32 MiB reported)."""
+    effective capacity the copies over sizes show (fitted on them alone, calibrate/fit_compute.py
+    ``_cache_tier``), started from the size sysfs reports (on a shared VM other tenants hold part of
+    it: 12–42 MiB fitted against 32 MiB reported)."""
     cache_miss_bandwidth_fraction: Fraction = 1.0
     """Bandwidth of bytes that miss ``cache_bytes``, as a fraction of the streaming bandwidth."""
     first_touch_bytes_per_s: Annotated[float, Field(ge=0, le=1e15)] = 0.0

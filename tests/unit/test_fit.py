@@ -406,3 +406,25 @@ def test_fit_finds_the_effective_cache_below_the_sysfs_size():
     got = fit_compute(_synthetic(dev, truth, shapes=shapes).rows, dev, start).efficiency
     assert got.cache_bytes == pytest.approx(8e6, rel=0.25)
     assert got.cache_miss_bandwidth_fraction == pytest.approx(0.3, rel=0.15)
+
+
+def test_cache_tier_comes_from_the_copies_where_other_rows_disagree(monkeypatch):
+    """Rows past the cache of a mechanism the tier does not model (here: every non-copy row over 8 MB
+    timed 1.8× what the truth predicts) pull a tier fitted with everything; fitted on the copies
+    alone (fit_compute._cache_tier) it stays at the truth's 8 MB and 0.3, and the profile still lists
+    both as fitted. With the copies' stage turned off the same rows move the miss fraction."""
+    import simtrain.calibrate.fit_compute as fc
+    dev = invented_device()
+    truth = _truth_eff().model_copy(update={"cache_bytes": 8e6, "cache_miss_bandwidth_fraction": 0.3})
+    shapes = [r for r in _shapes() if r.bench != "copy"]
+    shapes += [_row("copy", OpClass.MEMORY, counts.copy_counts(1 << p, 4), numel=1 << p) for p in range(10, 26)]
+    rows = [replace(r, median_s=r.median_s * 1.8, p10_s=r.p10_s * 1.8, p90_s=r.p90_s * 1.8)
+            if r.bench != "copy" and r.bytes_moved > 8e6 else r for r in _synthetic(dev, truth, shapes=shapes).rows]
+    start = truth.model_copy(update={"cache_bytes": float(32 << 20), "cache_miss_bandwidth_fraction": 0.5})
+    staged = fit_compute(rows, dev, start)
+    assert staged.efficiency.cache_miss_bandwidth_fraction == pytest.approx(0.3, rel=0.15)
+    assert staged.efficiency.cache_bytes == pytest.approx(8e6, rel=0.25)
+    assert {"cache_bytes", "cache_miss_bandwidth_fraction"} <= set(staged.names)
+    monkeypatch.setattr(fc, "_CACHE_MIN_ROWS", 10**6)  # too few copies: the tier is fitted with everything
+    joint = fit_compute(rows, dev, start).efficiency
+    assert joint.cache_miss_bandwidth_fraction < 0.8 * staged.efficiency.cache_miss_bandwidth_fraction
