@@ -223,8 +223,8 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     intra-op thread count for the compute benches (default: torch's current count); ``only`` a subset
     of :data:`BENCH_GROUPS` plus "collectives" and "rank_jitter"; ``collective_threads`` the torch threads of each
     collective rank. ``out``: also save the result there (JSON, or Parquet by suffix). ``passes``: time
-    the compute grid that many times, one full pass after another, and keep per benchmark the median of
-    the pass medians (``robust.merge_passes``): on a shared machine the speed drifts over minutes,
+    the compute grid that many times, one full pass after another, and keep per benchmark the trimmed
+    mean of the pass medians (``robust.merge_passes``, ``robust.pass_centre``): on a shared machine the speed drifts over minutes,
     which repeats within one pass cannot average out. ``colocated``: how many ranks of a job share
     this host's CPU (DDP with one process per core): the compute benches then run while
     ``colocated − 1`` other processes run the same benches at ``threads`` threads each, so the rows

@@ -445,6 +445,24 @@ def test_merge_passes_takes_the_median_of_pass_medians():
     assert fit_first_touch(merge_passes(passes)) == {}
 
 
+def test_pass_centre_is_a_trimmed_mean_that_weighs_two_modes_by_their_count():
+    """By hand: up to four passes, the median; five, the mean of the middle three; ten, of the middle
+    six. Ten passes of a bimodal bench, 4 fast (1.0) and 6 slow (2.0) against 6 fast and 4 slow: the
+    median jumps 2.0 → 1.0, the trimmed mean moves 1.67 → 1.33 (with the extremes a slow spell of 9.0
+    is still left off)."""
+    from simtrain.calibrate.robust import merge_passes, pass_centre
+    assert pass_centre([3.0]) == 3.0 and pass_centre([1.0, 3.0]) == 2.0
+    assert pass_centre([1.0, 9.0, 2.0]) == 2.0 and pass_centre([1.0, 2.0, 4.0, 9.0]) == 3.0
+    assert pass_centre([1.0, 2.0, 3.0, 4.0, 90.0]) == pytest.approx(3.0)
+    mostly_slow = [1.0] * 4 + [2.0] * 5 + [9.0]
+    mostly_fast = [1.0] * 6 + [2.0] * 3 + [9.0]
+    assert pass_centre(mostly_slow) == pytest.approx(10.0 / 6.0)  # 1, 1, 2, 2, 2, 2
+    assert pass_centre(mostly_fast) == pytest.approx(8.0 / 6.0)  # 1, 1, 1, 1, 2, 2
+    rows = [[Row("relu", OpClass.ELEMENTWISE, DType.FP32, {"numel": 8}, 0.0, 1.0, t, t, t, 5)] for t in mostly_slow]
+    merged = merge_passes(rows)[0]
+    assert merged.median_s == pytest.approx(10.0 / 6.0) and (merged.p10_s, merged.p90_s) == (1.0, 9.0)
+
+
 def test_backward_working_set_decides_the_cache_share():
     import simtrain as st
     dev = st.load_device("host-cpu")
