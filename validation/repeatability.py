@@ -150,6 +150,10 @@ def _speed_lines(speed: dict[str, list[float]]) -> list[str]:
     return [*lines, ""]
 
 
+def _modes_text(modes: list) -> str:
+    return f"{modes[0]:.2f}x, {modes[1]} of {modes[2]}" if modes else "one mode"
+
+
 def _markdown(rows: list[dict], meta: dict) -> str:
     worst = max(rows, key=spread)
     met = all(spread(r) <= TARGET for r in rows)
@@ -164,7 +168,9 @@ def _markdown(rows: list[dict], meta: dict) -> str:
              f"- command: `{meta['command']}`",
              *(["- passes dealt out in turn (`--interleave`): every calibration spans the same minutes, so the "
                 "machine's drift is shared and the differences are the calibration's own noise"]
-               if meta.get("interleave") else []), "",
+               if meta.get("interleave") else []),
+             *(["- memory modes (calibrate/modes.py: the copies past the cache, slow over fast pass; passes slow): "
+                + ", ".join(f"{k} {_modes_text(v)}" for k, v in meta["modes"].items())] if meta.get("modes") else []), "",
              f"**Largest difference between two consecutive profiles' predictions: {100 * spread(worst):.1f} % "
              f"({worst['case']}); mean {100 * sum(map(spread, rows)) / len(rows):.1f} %. Target: every model "
              f"within {100 * TARGET:.0f} % — {'met' if met else 'not met'}.**", "",
@@ -233,14 +239,16 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--sets and --interleave need --pass-dir")
     sets, seconds, load, speed = _sets(args)
     torch.set_num_threads(args.threads)
-    devices = {string.ascii_uppercase[i]: fit(m).device for i, m in enumerate(sets)}
+    cals = {string.ascii_uppercase[i]: fit(m) for i, m in enumerate(sets)}
+    devices = {k: c.device for k, c in cals.items()}
     models = built_models()
     rows = predictions(devices, models=models)
     meta = {"machine": f"{sets[0].machine.cpu_model} ({sets[0].machine.cpu_cores} cores)", "threads": args.threads,
             "passes": [m.settings.get("passes", 1) for m in sets],
             "grid": args.grid, "when": sets[0].machine.date, "seconds": seconds, "load": load,
             "shift": row_shift(*sets) if len(sets) == 2 else {}, "speed": speed, "interleave": args.interleave,
-            "command": shlex.join(["python", "-m", "validation.repeatability", *sys.argv[1:]])}
+            "command": shlex.join(["python", "-m", "validation.repeatability", *sys.argv[1:]]),
+            "modes": {k: c.fit_info.get("memory_modes", []) for k, c in cals.items()}}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "repeatability.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     extra = attribution(models, devices["A"], devices["B"]) if args.attribute else None

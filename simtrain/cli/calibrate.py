@@ -185,6 +185,9 @@ def run(args: argparse.Namespace) -> int:
     for line in cal.summary():
         print(f"  {line}")
     _warn_wide(cal.fit_info.get("paired_ranges", {}))
+    if cal.fit_info.get("memory_modes"):
+        from simtrain.calibrate.modes import modes_line
+        print(f"calibrate: warning: {modes_line(cal.fit_info['memory_modes'])}", file=sys.stderr)
     return 0
 
 
