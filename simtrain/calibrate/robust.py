@@ -264,9 +264,9 @@ def merge_passes(passes: Sequence[Sequence]) -> list:
     averaged in),
     p10 / p90 the extremes over the passes, and the interval the 95 % order-statistic interval of the
     pass medians (:func:`median_order_interval`: the spread over time, which a bootstrap within one
-    pass cannot see), and each pass's median (``pass_medians_s``); ``bytes_moved`` the median over the passes too (the same in every pass for all
-    benches but first touch, whose fresh side records the bytes it faulted in). Rows keep the first
-    pass's order."""
+    pass cannot see), and each pass's median (``pass_medians_s``); ``bytes_moved`` the median over the
+    passes too (the same in every pass for all benches but first touch, whose fresh side records the
+    bytes it faulted in). Rows keep the first pass's order."""
     import statistics
     from dataclasses import replace
     groups: dict[tuple, list] = {}
@@ -281,9 +281,9 @@ def merge_passes(passes: Sequence[Sequence]) -> list:
             continue
         medians = [r.median_s for r in same]
         low, high = median_order_interval(medians)
-        centre = pass_centre(medians)
-        out.append(replace(first, median_s=centre, p10_s=min([centre, *(r.p10_s for r in same)]),
+        # the centre lies within the pass medians, so within each pass's p10 .. p90 extremes
+        out.append(replace(first, median_s=pass_centre(medians), p10_s=min(r.p10_s for r in same),
                            bytes_moved=statistics.median(r.bytes_moved for r in same),
-                           p90_s=max([centre, *(r.p90_s for r in same)]), repeats=sum(r.repeats for r in same),
+                           p90_s=max(r.p90_s for r in same), repeats=sum(r.repeats for r in same),
                            ci_low_s=low, ci_high_s=high, pass_medians_s=tuple(medians)))
     return out

@@ -184,15 +184,16 @@ def run(args: argparse.Namespace) -> int:
     print("residuals (predicted vs measured):")
     for line in cal.summary():
         print(f"  {line}")
-    _warn_wide(cal.fit_info.get("paired_ranges", {}))
-    if cal.fit_info.get("memory_modes"):
-        from simtrain.calibrate.modes import modes_line
-        print(f"calibrate: warning: {modes_line(cal.fit_info['memory_modes'])}", file=sys.stderr)
+    _warn_fit(cal.fit_info)
     return 0
 
 
-def _warn_wide(ranges: dict) -> None:
-    """Name each rate a paired bench pins loosely (calibrate/paired.py): kept, but said."""
+def _warn_fit(info: dict) -> None:
+    """What the fit record says the profile is loose on, each kept but said: rates a paired bench pins
+    loosely (calibrate/paired.py) and memory modes met between passes (calibrate/modes.py)."""
+    from simtrain.calibrate.modes import modes_line
     from simtrain.calibrate.paired import wide_ranges
-    for line in wide_ranges({k: tuple(v) for k, v in ranges.items()}):
+    lines = wide_ranges({k: tuple(v) for k, v in info.get("paired_ranges", {}).items()})
+    lines += [modes_line(info["memory_modes"])] if info.get("memory_modes") else []
+    for line in lines:
         print(f"calibrate: warning: {line}", file=sys.stderr)

@@ -50,12 +50,17 @@ def test_rows_without_intervals_give_a_point_and_no_bench_gives_nothing():
 
 
 def test_calibrate_command_warns_of_each_wide_range_on_stderr(capsys):
-    """The CLI keeps the profile and names each loosely pinned rate with its range, in its own units."""
-    from simtrain.cli.calibrate import _warn_wide
-    _warn_wide({"conv_layout_bytes_per_s": [1.37e10, 9.27e9, 3.26e10], "first_touch_bytes_per_s": [3.8e9, 3.3e9, 4.4e9]})
+    """The CLI keeps the profile and names each loosely pinned rate with its range, in its own units,
+    then the memory modes the fit record holds (none: no line)."""
+    from simtrain.cli.calibrate import _warn_fit
+    ranges = {"conv_layout_bytes_per_s": [1.37e10, 9.27e9, 3.26e10], "first_touch_bytes_per_s": [3.8e9, 3.3e9, 4.4e9]}
+    _warn_fit({"paired_ranges": ranges, "memory_modes": []})
     err = capsys.readouterr().err.splitlines()
     assert err == ["calibrate: warning: conv_layout_bytes_per_s = 13.7 GB/s, but its paired timings allow 9.27 GB/s "
                    "to 32.6 GB/s: a re-measure may move it that far, and the predictions that depend on it with it"]
+    _warn_fit({"paired_ranges": ranges, "memory_modes": [1.75, 4, 5]})
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "two modes 1.75x apart (4 of 5 passes slow)" in err[1]
 
 
 def _per_pass(nchw: bool, passes_s: tuple[float, ...]) -> Row:
