@@ -27,6 +27,11 @@ METRICS: dict[str, tuple[str, str]] = {
     "step_time_unseen": ("s", "one training step of a model no calibration step sees (validation/unseen.py)"),
     "step_time_plain_unseen": ("s", "the unseen models' step predicted from st.calibrate's device alone"),
     "step_time_unseen_runs": ("s", "the unseen models' step after st.calibrate_runs on the zoo's measured steps"),
+    "step_time_mix": ("s", "the zoo's step from the profile of the placement-mode mix the calibration met "
+                           "(calibrate/modes.py)"),
+    "step_time_mix_unseen": ("s", "the unseen models' step from the profile of the placement-mode mix the calibration met"),
+    "step_time_modal": ("s", "the zoo's step in one placement mode: the rounds timed in it against that mode's profile"),
+    "step_time_modal_unseen": ("s", "the unseen models' step in one placement mode against that mode's profile"),
     "step_time_loo": ("s", "every model's step after st.calibrate_runs on all the other models' steps (leave-one-out)"),
     "flops": ("FLOP", "matrix FLOPs of one step vs torch.utils.flop_counter.FlopCounterMode"),
     "saved_bytes": ("B", "bytes autograd saves for backward vs saved_tensors_hooks"),

@@ -12,6 +12,12 @@ step's median over the R rounds: both sides see the same mix of machine states. 
 usual single-device run (FLOPs, saved bytes and the per-class diagnosis come from it); later rounds
 only re-time. The per-round step times are kept in each case's ``detail.rounds_s``.
 
+Placement modes (``simtrain.calibrate.modes``): every round's step timing is followed by a reading of
+the calibration's mode sentinel (``detail.rounds_dispatch_s``). Where the merged passes met two modes,
+:func:`modal_cases` fits a profile per mode and one for the mix the passes met, and compares each
+mode's profile with the median of the rounds timed in that mode (``step_time_modal``), and the mix's
+with the median over all rounds (``step_time_mix``).
+
 DDP the same way (:func:`ddp_rounds`): R times a 1-thread calibration pass (with the gloo
 collectives the link is fitted from) then the DDP timings, compared as the merged calibration
 against each timing's median over the R rounds (per-round times in ``detail.rounds_s``).
@@ -29,16 +35,19 @@ import torch
 
 from simtrain.calibrate.fit import fit
 from simtrain.calibrate.measure import measure
+from simtrain.calibrate.modes import PlacementModes, modal_measurements, placement_modes
 from simtrain.calibrate.records import Measurements
 from simtrain.calibrate.robust import merged_measurements
 from validation import ddp, steps
 from validation.calibration import Calibrated, refined
+from validation.overhead import with_step_overhead
 from validation.report import Case
 from validation.run_calibration import MeasuredRun
+from validation.sentinel import dispatch_sample
 from validation.workloads import unseen_workloads, workloads
 
 __all__ = ["round_path", "more_rounds", "ddp_rounds", "median_times", "contention_markdown", "round_spread",
-           "spread_markdown"]
+           "spread_markdown", "modal_cases", "modes_markdown"]
 
 _STEP_METRICS = {"step_time": "step_time_plain", "step_time_unseen": "step_time_plain_unseen"}
 
@@ -68,7 +77,8 @@ def _merged(cal: Calibrated, passes: list[Measurements]) -> Calibrated:
     return replace(cal, measurements=m, calibration=c, step_device=c.device, overhead=None)
 
 
-def _retime(cfg, threads: int) -> dict[str, steps.StepTimes]:
+def _retime(cfg, threads: int) -> dict[str, tuple[steps.StepTimes, float]]:
+    """Every model's steps timed again, each followed by a reading of the mode sentinel."""
     out = {}
     saved = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -77,7 +87,7 @@ def _retime(cfg, threads: int) -> dict[str, steps.StepTimes]:
             module, inputs, loss_fn = w.build(cfg.device, 0)
             step = steps.train_step(module, inputs, loss_fn, steps.make_optimizer(w.optimizer, module.parameters(),
                                                                                    cfg.device))
-            out[w.case] = steps.time_steps(step, cfg.device, cfg.warmup, cfg.repeats)
+            out[w.case] = steps.time_steps(step, cfg.device, cfg.warmup, cfg.repeats), dispatch_sample(cfg.device)
     finally:
         torch.set_num_threads(saved)
     return out
@@ -90,13 +100,15 @@ def more_rounds(cfg, cal: Calibrated, cases: list[Case], runs: list[MeasuredRun]
     passes, times = [cal.measurements], {r.case: [r.step_time_s] for r in runs}
     first = {c.case: c.detail for c in cases if c.metric in _STEP_METRICS}
     steal = {case: [first.get(case, {}).get("steal_fraction")] for case in times}
+    dispatch = {case: [first.get(case, {}).get("dispatch_after_s")] for case in times}
     for k in range(2, cfg.rounds + 1):
         t0 = time.perf_counter()
         log(f"round {k} of {cfg.rounds}: calibration pass")
         passes.append(_pass(cal, k, log))
-        for case, t in _retime(cfg, cal.threads).items():
+        for case, (t, d) in _retime(cfg, cal.threads).items():
             times[case].append(t.median_s)
             steal[case].append(t.steal_fraction)
+            dispatch[case].append(d)
         log(f"round {k}: steps re-timed [{time.perf_counter() - t0:.0f} s]")
     merged = refined(_merged(cal, passes), log)
     by_case = {r.case: r for r in runs}
@@ -110,7 +122,8 @@ def more_rounds(cfg, cal: Calibrated, cases: list[Case], runs: list[MeasuredRun]
         predicted = steps.predict_step(run.model, device, run.batch, run.optimizer).step_time_s
         out_cases.append(replace(c, predicted=predicted, measured=statistics.median(times[c.case]),
                                  detail=dict(c.detail, rounds_s=times[c.case], rounds_steal=steal[c.case],
-                                             device=device.name)))
+                                             rounds_dispatch_s=dispatch[c.case], device=device.name)))
+    out_cases += modal_cases(merged, out_cases, runs, log)
     new_runs = [replace(r, step_time_s=statistics.median(times[r.case])) for r in runs]
     for c in out_cases:
         if c.metric in _STEP_METRICS:
@@ -118,6 +131,68 @@ def more_rounds(cfg, cal: Calibrated, cases: list[Case], runs: list[MeasuredRun]
                 f"{c.measured * 1e3:9.2f} ms  ({c.error_pct:+.1f} %)  rounds "
                 + " ".join(f"{t * 1e3:.1f}" for t in c.detail["rounds_s"]))
     return merged, out_cases, new_runs
+
+
+_MODAL = {"step_time": ("step_time_modal", "step_time_mix"),
+          "step_time_unseen": ("step_time_modal_unseen", "step_time_mix_unseen")}
+
+
+def _mode_devices(merged: Calibrated, modes: PlacementModes) -> dict[str, object]:
+    """The step devices fitted to the merged passes re-centred on the fast mode, the slow mode and the
+    mix the passes met (``modes.modal_measurements``), each with the merged calibration's in-step cost."""
+    out = {}
+    for name, share in (("fast", 0.0), ("slow", 1.0), ("mix", modes.slow_fraction)):
+        device = fit(modal_measurements(merged.measurements, modes, share)).device
+        out[name] = with_step_overhead(device, merged.overhead) if merged.overhead is not None else device
+    return out
+
+
+def modal_cases(merged: Calibrated, cases: list[Case], runs: list[MeasuredRun],
+                log: Callable[[str], None]) -> list[Case]:
+    """Per step case (rounds recorded): the mix profile against the median over all rounds, and each
+    mode's profile against the median of the rounds whose sentinel reading fell in that mode (module
+    docstring); none where the merged passes met one mode only."""
+    modes = placement_modes(merged.measurements.rows)
+    if modes is None:
+        return []
+    log(f"placement modes: dispatch call {modes.fast_s * 1e6:.2f} / {modes.slow_s * 1e6:.2f} µs, "
+        f"{modes.slow_readings} of {modes.readings} calibration readings slow; fitting a profile per mode")
+    devices = _mode_devices(merged, modes)
+    by_case = {r.case: r for r in runs}
+    out = []
+    for c in cases:
+        run = by_case.get(c.case)
+        if run is None or c.metric not in _MODAL or "rounds_dispatch_s" not in c.detail:
+            continue
+        modal_metric, mix_metric = _MODAL[c.metric]
+        pred = {k: steps.predict_step(run.model, d, run.batch, run.optimizer).step_time_s for k, d in devices.items()}
+        out.append(Case(c.case, mix_metric, pred["mix"], c.measured,
+                        detail={"slow_share": modes.slow_fraction, "rounds_s": c.detail["rounds_s"]}))
+        tagged = [(t, modes.is_slow(d)) for t, d in zip(c.detail["rounds_s"], c.detail["rounds_dispatch_s"], strict=True)
+                  if d is not None]
+        for name, slow in (("fast", False), ("slow", True)):
+            mine = [t for t, s in tagged if s is slow]
+            if mine:
+                out.append(Case(f"{c.case} {name} mode", modal_metric, pred[name], statistics.median(mine),
+                                detail={"mode": name, "rounds": len(mine), "rounds_s": mine}))
+    return out
+
+
+def modes_markdown(cases: list[Case], calibration: dict | None = None) -> list[str]:
+    """The placement-mode comparison as a table: per model, the rounds timed in each mode and each
+    mode's profile against them (nothing without ``step_time_modal`` cases)."""
+    modal = [c for c in cases if c.metric in ("step_time_modal", "step_time_modal_unseen")]
+    if not modal:
+        return []
+    lines = ["Each model's rounds split by the mode sentinel read right after its timing (calibrate/modes.py), "
+             "each mode's median against the profile fitted to the calibration passes' groups that ran in that "
+             "mode; 'mix' is the profile of the mix the passes met against the median over all rounds.", "",
+             "| model | mode | rounds | predicted | measured | error |", "|---|---|---:|---:|---:|---:|"]
+    for c in modal:
+        model, mode = c.case.rsplit(" ", 2)[0], c.detail["mode"]
+        lines.append(f"| {model} | {mode} | {c.detail['rounds']} | {c.predicted * 1e3:.1f} ms | "
+                     f"{c.measured * 1e3:.1f} ms | {c.error_pct:+.1f} % |")
+    return lines
 
 
 def median_times(rounds: list[ddp.DdpTimes]) -> ddp.DdpTimes:

@@ -11,16 +11,36 @@ model (:func:`wait_for_speed`).
 Workloads: a 256³ fp32 GEMM (compute-bound), a training step of a 16-block tiny chain
 (:func:`validation.overhead.chain`, per-op-cost-bound) and a sum over 64 MiB (main-memory-bound:
 another tenant's memory traffic slows it and not the other two, which stay in cache; runs 6–7 of
-the suite calibrated in a spell the GEMM did not see); the index is their median times.
+the suite calibrated in a spell the GEMM did not see); the index is their median times. Beside them
+the calibration's own mode sentinel (:func:`dispatch_sample`: one 16 KiB exp call), whose reading
+names the machine's placement mode a step was timed in (``simtrain.calibrate.modes``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from simtrain.calibrate.sentinels import STREAM_BYTES  # the calibration's own memory-bound sentinel
+from simtrain.calibrate.sentinels import STREAM_BYTES, dispatch_call  # the calibration's own sentinels
 
-__all__ = ["speed_sample", "drift", "wait_for_speed", "wait_for_quiet", "STREAM_BYTES"]
+__all__ = ["speed_sample", "dispatch_sample", "drift", "wait_for_speed", "wait_for_quiet", "STREAM_BYTES"]
+
+_DISPATCH_CALLS = 200
+"""Calls per sample of :func:`dispatch_sample` (~1 ms: far above the clock's resolution)."""
+
+
+def dispatch_sample(device: str = "cpu", repeats: int = 9) -> float:
+    """Seconds per call of the calibration's mode sentinel (``sentinels.dispatch_call``): the median of
+    ``repeats`` samples of :data:`_DISPATCH_CALLS` calls, after one warm-up sample."""
+    import statistics
+    import time
+    call = dispatch_call(device)
+    samples = []
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        for _ in range(_DISPATCH_CALLS):
+            call()
+        samples.append((time.perf_counter() - t0) / _DISPATCH_CALLS)
+    return statistics.median(samples[1:])
 
 
 
@@ -37,7 +57,7 @@ def speed_sample(device: str = "cpu", repeats: int = 9) -> dict[str, float]:
     stream = torch.ones(STREAM_BYTES // 4, device=device)  # larger than any last-level cache here
     read = time_steps(stream.sum, device, 1, max(3, repeats // 3)).median_s
     return {"gemm256_s": gemm, "chain16_step_s": time_steps(step, device, 3, repeats).median_s,
-            "stream64mib_s": read}
+            "stream64mib_s": read, "dispatch_s": dispatch_sample(device, repeats)}
 
 
 def drift(now: dict[str, float], ref: dict[str, float] | None) -> dict[str, float]:

@@ -168,9 +168,10 @@ def _single_device(cfg: SuiteConfig, cal: Calibrated, log, failed: list[str]) ->
             res = _validated(w, cfg, cal, log, failed)
             if res is None:
                 continue
-            speed = drift(speed_sample(cfg.device), cal.sentinel)
+            sample = speed_sample(cfg.device)
+            speed = drift(sample, cal.sentinel)
             cases += [replace(c, detail=dict(c.detail, machine_speed_vs_calibration=speed,
-                                             machine_speed_before=before))
+                                             machine_speed_before=before, dispatch_after_s=sample["dispatch_s"]))
                       if c.metric in ("step_time", "step_time_unseen") else c for c in res.cases]
             if cfg.diagnose and cfg.device == "cpu":
                 diag[w.case] = _diagnose(w, res, cal, cfg.device)
@@ -247,6 +248,8 @@ def _sections(cases: list[Case], diagnosis: dict | None, calibration: dict | Non
     sections = [("Step time by op class", class_markdown(diagnosis))] if diagnosis else []
     if load := rounds.contention_markdown(cases, calibration):
         sections.append(("Machine load by round", load + rounds.spread_markdown(cases)))
+    if modal := rounds.modes_markdown(cases):
+        sections.append(("Placement modes", modal))
     if faults := steps.fresh_pages_markdown(cases):
         sections.append(("Allocator faults", faults))
     if runs := run_calibration.run_section(cases):

@@ -32,7 +32,7 @@ from simtrain.calibrate.bench_rng import fit_rng
 from simtrain.calibrate.fit_compute import ComputeFit, fit_compute
 from simtrain.calibrate.fit_links import LinkFit, fit_collectives, fit_host_device
 from simtrain.calibrate.machine import derived_cpu_peak_flops_per_s
-from simtrain.calibrate.modes import memory_modes
+from simtrain.calibrate.modes import memory_modes, placement_modes
 from simtrain.calibrate.paired import PAIRED_FITS, paired_fit, paired_ranges
 from simtrain.calibrate.predict import predict_row
 from simtrain.calibrate.records import Measurements, Row
@@ -198,7 +198,8 @@ def fit(measurements: Measurements, base: Device | str | None = None) -> Calibra
     info = {"cost": cf.cost, "nfev": cf.nfev, "success": cf.success, "unidentified": list(cf.unidentified),
             "fitted": list(cf.names), "rows": len(res),
             "paired_ranges": {k: list(v) for k, v in paired_ranges(m.rows).items()} if is_cpu else {},
-            "memory_modes": list(memory_modes(m.rows, final_eff.cache_bytes) or ()) if is_cpu else []}
+            "memory_modes": list(memory_modes(m.rows, final_eff.cache_bytes) or ()) if is_cpu else [],
+            "placement_modes": pm.to_dict() if is_cpu and (pm := placement_modes(m.rows)) else {}}
     return Calibration(device, tuple(res), _links(link_fits, key), key, m.hash, base.name, info)
 
 

@@ -1,4 +1,20 @@
-"""Whether a calibration's passes met the machine's memory system in more than one mode (issue 12).
+"""Whether a calibration met the machine in more than one mode, and the profile of each mode (issue 12).
+
+**Placement modes.** On this project's 2-core VM the whole machine switches between two states that
+last minutes (the hypervisor's placement of the VM, by every sign: nothing of ours triggers it). In one,
+a single-threaded 16 KiB ``torch.exp`` call — the framework's per-call path — takes 3.6–3.8 µs, a
+128×784 @ 784×1024 GEMM 1.05 ms and a 64 MiB copy 3.1 ms; in the other 6.1–6.3 µs, 1.48 ms and 2.0 ms
+(memory faster, the per-call path and mid-size GEMMs slower), and the medium MLP's training step
+12.2 against 15.1 ms; a 256³ or 1024³ GEMM moves by 4 % at most. A calibration pass of ~3 minutes
+meets both, group by group, and a step timed for seconds meets one. So the dispatch sentinel
+(``sentinels.DISPATCH_BENCH``) closes every group: :func:`placement_modes` splits its readings in two
+(the split of their logarithms with the largest between-mode variance, Otsu 1979) where the two modes'
+medians are :data:`PLACEMENT_RATIO` apart or more; :func:`group_modes` names the mode of each group in
+each pass (the readings that open and close it agree; else neither); :func:`modal_measurements`
+re-centres every row on its passes in one mode, or on a stated mix of the two — a profile per mode,
+which the validation suite compares with the steps timed in that mode.
+
+**Memory modes** (older, from the copies alone).
 
 On this project's shared VM the copies past the last-level cache run in modes: a 256 MiB copy took
 8.1–9.7 ms in five of twenty passes and 12.8–16.3 ms in the other fifteen, with the passes' order
@@ -15,11 +31,147 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from simtrain.calibrate.fit_compute import CACHE_BENCH
-from simtrain.calibrate.records import Row
+from simtrain.calibrate.records import Measurements, Row
+from simtrain.calibrate.robust import pass_centre
+from simtrain.calibrate.sentinels import DISPATCH_BENCH
 
-__all__ = ["memory_modes", "modes_line", "MODE_RATIO"]
+__all__ = ["memory_modes", "modes_line", "MODE_RATIO", "PLACEMENT_RATIO", "PlacementModes", "split_modes",
+           "placement_modes", "row_groups", "group_modes", "modal_measurements", "placement_line"]
+
+PLACEMENT_RATIO = 1.3
+"""Slow-mode over fast-mode median of the dispatch readings from which they count as two modes. Within
+one mode the readings spread by 5 % here; the two modes were 1.6–1.7× apart in three sessions."""
+
+
+@dataclass(frozen=True)
+class PlacementModes:
+    """The dispatch sentinel's readings split into a fast and a slow mode."""
+
+    fast_s: float
+    """Median of the fast mode's readings (seconds per call)."""
+    slow_s: float
+    """Median of the slow mode's readings."""
+    threshold_s: float
+    """A reading above this is in the slow mode: the geometric middle of the two medians."""
+    slow_readings: int
+    readings: int
+
+    @property
+    def ratio(self) -> float:
+        return self.slow_s / self.fast_s
+
+    @property
+    def slow_fraction(self) -> float:
+        """Share of the readings in the slow mode: the mix the calibration met."""
+        return self.slow_readings / self.readings
+
+    def is_slow(self, seconds: float) -> bool:
+        return seconds > self.threshold_s
+
+    def to_dict(self) -> dict:
+        return {"fast_s": self.fast_s, "slow_s": self.slow_s, "threshold_s": self.threshold_s, "ratio": self.ratio,
+                "slow_readings": self.slow_readings, "readings": self.readings, "slow_fraction": self.slow_fraction}
+
+
+def split_modes(readings_s: Sequence[float], ratio: float = PLACEMENT_RATIO) -> PlacementModes | None:
+    """Two modes of ``readings_s`` (module docstring), or None: fewer than four positive readings, or
+    the two sides' medians less than ``ratio`` apart."""
+    x = np.sort(np.log([v for v in readings_s if v > 0]))
+    n = x.size
+    if n < 4:
+        return None
+    # Otsu: the split maximising the between-class variance w0 * w1 * (mu0 - mu1)^2
+    csum = np.cumsum(x)
+    k = np.arange(1, n)
+    mu0, mu1 = csum[:-1] / k, (csum[-1] - csum[:-1]) / (n - k)
+    split = int(k[np.argmax(k * (n - k) * (mu1 - mu0) ** 2)])
+    fast, slow = float(np.median(np.exp(x[:split]))), float(np.median(np.exp(x[split:])))
+    if slow < ratio * fast:
+        return None
+    return PlacementModes(fast, slow, math.sqrt(fast * slow), n - split, n)
+
+
+def _dispatch_rows(rows: Sequence[Row]) -> list[Row]:
+    return [r for r in rows if r.bench == DISPATCH_BENCH]
+
+
+def _pass_values(r: Row) -> tuple[float, ...]:
+    return r.pass_medians_s or (r.median_s,)
+
+
+def placement_modes(rows: Sequence[Row], ratio: float = PLACEMENT_RATIO) -> PlacementModes | None:
+    """The modes of every dispatch reading of a measurement (each group's, in each pass), or None."""
+    return split_modes([v for r in _dispatch_rows(rows) for v in _pass_values(r)], ratio)
+
+
+def row_groups(rows: Sequence[Row]) -> list[str | None]:
+    """Per row, the group whose closing dispatch reading follows it (``st.measure`` lays a pass out as
+    the opening sentinels, the engine row, then each group's rows and its closing sentinels, and merged
+    passes keep that order); None for sentinels and for rows after the last reading (collectives)."""
+    out: list[str | None] = [None] * len(rows)
+    pending: list[int] = []
+    for i, r in enumerate(rows):
+        if r.bench == DISPATCH_BENCH:
+            for j in pending:
+                out[j] = str(r.params.get("after"))
+            pending = []
+        elif not r.bench.startswith("sentinel_"):
+            pending.append(i)
+    return out
+
+
+def group_modes(rows: Sequence[Row], modes: PlacementModes) -> dict[str, tuple[bool | None, ...]]:
+    """Per group, per pass: True (slow mode), False (fast) or None (its opening and closing dispatch
+    readings disagree: the mode changed while it ran). The opening reading is the previous group's
+    closing one (the pass's opening reading for the first group)."""
+    readings = _dispatch_rows(rows)
+    out: dict[str, tuple[bool | None, ...]] = {}
+    for before, after in zip(readings[:-1], readings[1:], strict=True):
+        a, b = _pass_values(before), _pass_values(after)
+        if len(a) != len(b):
+            continue
+        out[str(after.params.get("after"))] = tuple(modes.is_slow(x) if modes.is_slow(x) == modes.is_slow(y) else None
+                                                    for x, y in zip(a, b, strict=True))
+    return out
+
+
+def modal_measurements(m: Measurements, modes: PlacementModes, slow_share: float) -> Measurements:
+    """``m`` with every row of a compute group re-centred as ``slow_share`` × its centre over the passes
+    the group ran in the slow mode + (1 − ``slow_share``) × its centre over the fast ones
+    (``robust.pass_centre`` of each side): 1.0 is the slow mode's profile, 0.0 the fast mode's, and
+    ``modes.slow_fraction`` the mix the calibration met, weighed the same for every row. A row whose
+    group did not run in both modes keeps its centre over all passes; rows of no group (collectives,
+    rank jitter) are unchanged."""
+    if not 0.0 <= slow_share <= 1.0:
+        raise ValueError(f"slow_share must be within [0, 1], got {slow_share}")
+    labels = group_modes(m.rows, modes)
+    rows = []
+    for r, g in zip(m.rows, row_groups(m.rows), strict=True):
+        tags = labels.get(g) if g is not None else None
+        values = r.pass_medians_s
+        if tags is None or values is None or len(values) != len(tags):
+            rows.append(r)
+            continue
+        slow = [v for v, t in zip(values, tags, strict=True) if t is True]
+        fast = [v for v, t in zip(values, tags, strict=True) if t is False]
+        if not (slow and fast):
+            rows.append(r)
+            continue
+        rows.append(replace(r, median_s=slow_share * pass_centre(slow) + (1.0 - slow_share) * pass_centre(fast)))
+    return Measurements(tuple(rows), m.machine, {**m.settings, "placement_slow_share": slow_share}, m.unsupported,
+                        wall_s=m.wall_s)
+
+
+def placement_line(modes: PlacementModes) -> str:
+    """One sentence for a report or a warning."""
+    return (f"the machine ran in two modes (the 16 KiB exp call {modes.fast_s * 1e6:.2f} against "
+            f"{modes.slow_s * 1e6:.2f} µs, {modes.ratio:.2f}x), {modes.slow_readings} of {modes.readings} "
+            "dispatch readings in the slow one")
 
 MODE_RATIO = 1.4
 """Slowest over fastest pass of the copies past the cache at which the passes count as two modes.

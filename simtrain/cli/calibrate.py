@@ -190,10 +190,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _warn_fit(info: dict) -> None:
     """What the fit record says the profile is loose on, each kept but said: rates a paired bench pins
-    loosely (calibrate/paired.py) and memory modes met between passes (calibrate/modes.py)."""
-    from simtrain.calibrate.modes import modes_line
+    loosely (calibrate/paired.py), memory modes met between passes and the machine's placement modes
+    (calibrate/modes.py)."""
+    from simtrain.calibrate.modes import PlacementModes, modes_line, placement_line
     from simtrain.calibrate.paired import wide_ranges
     lines = wide_ranges({k: tuple(v) for k, v in info.get("paired_ranges", {}).items()})
     lines += [modes_line(info["memory_modes"])] if info.get("memory_modes") else []
+    if pm := info.get("placement_modes"):
+        modes = PlacementModes(pm["fast_s"], pm["slow_s"], pm["threshold_s"], pm["slow_readings"], pm["readings"])
+        lines.append(placement_line(modes) + ": the profile prices that mix; a run that meets one mode only is "
+                     "faster or slower than predicted by up to the modes' difference")
     for line in lines:
         print(f"calibrate: warning: {line}", file=sys.stderr)

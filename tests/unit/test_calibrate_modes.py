@@ -31,3 +31,64 @@ def test_one_mode_a_single_pass_or_no_copy_past_the_cache_says_nothing():
     single = Row("copy", OpClass.MEMORY, DType.FP32, {"numel": 8}, 0.0, 64e6, 1.0, 1.0, 1.0, 5)
     assert memory_modes([single], 32e6) is None
     assert memory_modes([_copy(64e6, (1.0, 1.0, 1.0, 1.8, 1.8))], 1e9) is None
+
+
+# --- placement modes: the dispatch sentinel's readings and a profile per mode ---------------------------------
+
+def _reading(after: str, passes: tuple[float, ...]) -> Row:
+    return Row("sentinel_dispatch", None, DType.FP32, {"numel": 4096, "after": after}, 4096.0, 32768.0,
+               sorted(passes)[len(passes) // 2], min(passes), max(passes), 7, pass_medians_s=passes)
+
+
+def _bench(name: str, passes: tuple[float, ...]) -> Row:
+    return Row(name, OpClass.MATMUL, DType.FP32, {"m": 8}, 1e6, 1e3, sorted(passes)[len(passes) // 2],
+               min(passes), max(passes), 7, pass_medians_s=passes)
+
+
+F, S = 3.7e-6, 6.2e-6  # the two modes' dispatch readings (µs scale, as measured)
+
+
+def test_split_modes_by_hand():
+    """Readings 3.6, 3.7, 3.8, 6.1, 6.2 µs: the largest between-mode variance splits after 3.8; medians
+    3.7 and 6.15 µs (1.66x), threshold their geometric middle sqrt(3.7 × 6.15) = 4.770 µs, 2 of 5 slow.
+    One mode within 1.3x, or fewer than four readings, is no split."""
+    from simtrain.calibrate.modes import split_modes
+    got = split_modes([6.1e-6, 3.6e-6, 3.8e-6, 6.2e-6, 3.7e-6])
+    assert abs(got.fast_s - 3.7e-6) < 1e-15 and abs(got.slow_s - 6.15e-6) < 1e-15
+    assert abs(got.threshold_s - 4.7702e-6) < 1e-9 and (got.slow_readings, got.readings) == (2, 5)
+    assert abs(got.slow_fraction - 0.4) < 1e-12 and got.is_slow(5e-6) and not got.is_slow(4.5e-6)
+    assert split_modes([3.6e-6, 3.7e-6, 3.8e-6, 4.6e-6]) is None  # 4.6 / 3.7 = 1.24 < 1.3
+    assert split_modes([3.6e-6, 6.2e-6, 6.1e-6]) is None
+
+
+def _three_passes() -> list[Row]:
+    """Pass layout of st.measure merged over three passes: opening reading, the gemm group's row and its
+    closing reading, the copy group's row and its closing reading, then a collective (after every reading).
+    Opening F F S, after gemm F S S, after copy F S S: gemm ran fast, (changed), slow; copy fast, slow, slow."""
+    return [_reading("start", (F, F, S)), _bench("gemm", (1.0, 1.5, 2.0)), _reading("gemm", (F, S, S)),
+            _bench("copy", (3.0, 2.0, 2.2)), _reading("copy", (F, S, S)), _bench("all_reduce", (5.0, 6.0, 7.0))]
+
+
+def test_rows_are_grouped_by_the_reading_that_closes_them_and_each_pass_named_by_both_readings():
+    from simtrain.calibrate.modes import group_modes, placement_modes, row_groups
+    rows = _three_passes()
+    assert row_groups(rows) == [None, "gemm", None, "copy", None, None]
+    modes = placement_modes(rows)
+    assert (modes.slow_readings, modes.readings) == (5, 9)
+    assert group_modes(rows, modes) == {"gemm": (False, None, True), "copy": (False, True, True)}
+
+
+def test_modal_measurements_recentre_each_row_on_its_passes_in_each_mode():
+    """gemm: slow passes [2.0], fast [1.0] (the middle pass changed mode and is left out); copy: slow
+    [2.0, 2.2] → 2.1 (two passes: their mean), fast [3.0]. Slow share 1 → 2.0 and 2.1; 0 → 1.0 and 3.0;
+    0.25 → 0.25·2.0 + 0.75·1.0 = 1.25 and 0.25·2.1 + 0.75·3.0 = 2.775. The collective keeps its median."""
+    from simtrain.calibrate.modes import modal_measurements, placement_modes
+    from simtrain.calibrate.records import MachineFacts, Measurements
+    facts = MachineFacts(cpu_model="Test CPU", cpu_cores=2, cpu_flags=(), cpu_mhz=2000.0, torch_version="2.13.0",
+                         device="cpu", gpu_name=None, threads=2, date="2026-12-05")
+    m = Measurements(tuple(_three_passes()), facts, {"passes": 3})
+    modes = placement_modes(m.rows)
+    for share, gemm, copy in ((1.0, 2.0, 2.1), (0.0, 1.0, 3.0), (0.25, 1.25, 2.775)):
+        got = {r.bench: r.median_s for r in modal_measurements(m, modes, share).rows}
+        assert abs(got["gemm"] - gemm) < 1e-12 and abs(got["copy"] - copy) < 1e-12 and got["all_reduce"] == 6.0
+    assert modal_measurements(m, modes, 0.25).settings["placement_slow_share"] == 0.25

@@ -30,14 +30,23 @@ def test_slowdowns_are_against_the_quickest_reading_of_each_workload():
     assert sentinels.over_limit(rows[2:4], best) == []
 
 
-def test_take_times_both_workloads_tagged_with_the_group():
+def test_take_times_the_three_workloads_tagged_with_the_group():
     pytest.importorskip("torch")
     from simtrain.calibrate.bench_ops import Bench
     from simtrain.calibrate.timing import TimingPlan
     got = sentinels.take(Bench("cpu", TimingPlan(warmup=1, repeats=3, min_sample_s=0.0)), "conv2d")
-    assert [r.bench for r in got] == ["sentinel_gemm", "sentinel_stream"]
+    assert [r.bench for r in got] == ["sentinel_gemm", "sentinel_stream", "sentinel_dispatch"]
     assert all(r.params["after"] == "conv2d" and r.median_s > 0 and r.op_class is None for r in got)
     assert got[1].bytes_moved == sentinels.STREAM_BYTES
+    assert got[2].params["numel"] == sentinels.DISPATCH_NUMEL
+
+
+def test_the_dispatch_sentinel_tags_modes_and_never_sends_a_group_back():
+    """A mode lasts minutes, so a slower dispatch call (even 10x) is no reason to measure again."""
+    rows = [_reading("sentinel_dispatch", 3.6e-6, "a"), _reading("sentinel_dispatch", 36e-6, "b")]
+    best = sentinels.quickest(rows)
+    assert sentinels.slowdowns(rows[1:], best) == pytest.approx({"sentinel_dispatch": 10.0})
+    assert sentinels.over_limit(rows[1:], best) == [] and sentinels.worst_slowdown(rows[1:], best) == 0.0
 
 
 def test_a_group_closed_by_a_slow_sentinel_is_measured_again_and_the_quicker_attempt_kept(monkeypatch):

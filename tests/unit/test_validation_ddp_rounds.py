@@ -81,3 +81,32 @@ def test_round_spread_is_the_steps_own_movement_between_rounds():
     assert s["step_median"] == pytest.approx((0.2 + 2 / 9) / 2)
     assert "36.7 %" in spread_markdown(cases)[1] and "21.1 %" in spread_markdown(cases)[1]
     assert round_spread(cases[3:]) is None and spread_markdown(cases[3:]) == []
+
+
+def test_modal_cases_compare_each_mode_with_the_rounds_timed_in_it(monkeypatch):
+    """Rounds 10, 12.5, 13, 11, 12.8 ms with dispatch readings 3.7, 6.1, 6.3, (none), 6.2 µs against a
+    threshold of 4.79 µs: the fast mode holds round 1 (10 ms), the slow mode rounds 2, 3, 5 (median
+    12.8 ms), round 4 has no reading and is in neither. The mix profile is compared with the median over
+    all rounds, as the headline case is. A FLOPs case and a case without a measured run give nothing."""
+    from types import SimpleNamespace
+
+    from simtrain.calibrate.modes import PlacementModes
+    from validation import steps
+    from validation.run_calibration import MeasuredRun
+    modes = PlacementModes(3.7e-6, 6.2e-6, 4.79e-6, 2, 5)
+    monkeypatch.setattr(rounds, "placement_modes", lambda rows: modes)
+    monkeypatch.setattr(rounds, "_mode_devices", lambda merged, m: {"fast": "F", "slow": "S", "mix": "M"})
+    monkeypatch.setattr(steps, "predict_step", lambda model, dev, batch, opt: SimpleNamespace(
+        step_time_s={"F": 0.010, "S": 0.013, "M": 0.0112}[dev]))
+    detail = {"rounds_s": [0.010, 0.0125, 0.013, 0.011, 0.0128], "rounds_dispatch_s": [3.7e-6, 6.1e-6, 6.3e-6, None, 6.2e-6]}
+    cases = [Case("a", "step_time", 0.0115, 0.012, detail=detail), Case("a", "flops", 1.0, 1.0),
+             Case("b", "step_time_unseen", 0.1, 0.1, detail=detail)]
+    runs = [MeasuredRun("a", None, 8, "sgd", 0.012, False)]
+    merged = SimpleNamespace(measurements=SimpleNamespace(rows=()))
+    got = [(c.case, c.metric, c.predicted, c.measured) for c in rounds.modal_cases(merged, cases, runs, lambda _m: None)]
+    assert [g[:2] for g in got] == [("a", "step_time_mix"), ("a fast mode", "step_time_modal"),
+                                    ("a slow mode", "step_time_modal")]
+    assert [g[2:] for g in got] == [pytest.approx((0.0112, 0.012)), pytest.approx((0.010, 0.010)),
+                                    pytest.approx((0.013, 0.0128))]
+    md = rounds.modes_markdown(rounds.modal_cases(merged, cases, runs, lambda _m: None))
+    assert "| a | slow | 3 | 13.0 ms | 12.8 ms | +1.6 % |" in md
