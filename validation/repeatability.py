@@ -16,6 +16,11 @@ machine's speed per pass and bench (:func:`pass_speed`): how far the machine its
 K calibrations, which no estimator over one calibration's passes can take out. ``--interleave``
 deals the passes out in turn instead (calibration i gets passes i, i + K, …): the calibrations then
 span the same minutes, and what still differs between them is the calibration's own noise.
+
+``--by-mode`` (passes timed with the dispatch sentinel, calibrate/modes.py): the machine's placement
+modes are split once over every set's readings, and each set is fitted again re-centred on the fast
+mode, on the slow mode, and on one stated mix (the share of slow readings over all sets): two sets that
+met the modes in different proportions are then compared at the same proportion (:func:`by_mode`).
 """
 
 from __future__ import annotations
@@ -33,13 +38,15 @@ import torch
 import simtrain as st
 from simtrain.calibrate.fit import fit
 from simtrain.calibrate.measure import measure
+from simtrain.calibrate.modes import modal_measurements, placement_modes
 from simtrain.calibrate.records import Measurements
 from simtrain.calibrate.robust import merged_measurements
 from validation.attribution import attribution, attribution_lines
 from validation.steps import predict_step
 from validation.workloads import unseen_workloads, workloads
 
-__all__ = ["built_models", "predictions", "spread", "row_shift", "pass_speed", "consecutive", "deal", "main", "TARGET"]
+__all__ = ["built_models", "predictions", "spread", "row_shift", "pass_speed", "consecutive", "deal", "by_mode",
+           "main", "TARGET"]
 
 TARGET = 0.05
 """Largest relative difference between the two profiles' predictions of one model (issue 12)."""
@@ -183,6 +190,37 @@ def _markdown(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def by_mode(sets: dict[str, Measurements], models: list[tuple]) -> tuple[dict | None, dict[str, list[dict]]]:
+    """The placement modes split over every set's dispatch readings (None: one mode, nothing else), and
+    per profile ("mix" at the share of slow readings over all sets, "fast", "slow") every model's
+    prediction under each set re-centred on it (``modes.modal_measurements``)."""
+    modes = placement_modes([r for m in sets.values() for r in m.rows])
+    if modes is None:
+        return None, {}
+    out = {}
+    for name, share in (("mix", modes.slow_fraction), ("fast", 0.0), ("slow", 1.0)):
+        devices = {k: fit(modal_measurements(m, modes, share)).device for k, m in sets.items()}
+        out[name] = predictions(devices, models=models)
+    own = {k: (lambda p: (p.slow_readings, p.readings) if p else None)(placement_modes(m.rows)) for k, m in sets.items()}
+    return {**modes.to_dict(), "per_set_slow": {k: list(v) if v else None for k, v in own.items()}}, out
+
+
+def _by_mode_lines(info: dict, profiles: dict[str, list[dict]]) -> list[str]:
+    per = ", ".join(f"{k} {v[0]} of {v[1]}" if v else f"{k} one mode" for k, v in info["per_set_slow"].items())
+    lines = ["## At a stated mix of the placement modes (`--by-mode`)", "",
+             f"The dispatch sentinel read {info['fast_s'] * 1e6:.2f} µs in the fast mode and "
+             f"{info['slow_s'] * 1e6:.2f} µs in the slow one ({info['ratio']:.2f}x); slow readings per set: {per}. "
+             f"Each set re-fitted on its groups' passes in each mode (calibrate/modes.py), and at the mix of all sets "
+             f"({100 * info['slow_fraction']:.0f} % slow):", "",
+             "| profile | largest difference | mean | within 5 % |", "|---|---:|---:|---:|"]
+    for name, rows in profiles.items():
+        worst = max(rows, key=spread)
+        lines.append(f"| {name} | {100 * spread(worst):.1f} % ({worst['case']}) | "
+                     f"{100 * sum(map(spread, rows)) / len(rows):.1f} % | "
+                     f"{sum(spread(r) <= TARGET for r in rows)} of {len(rows)} |")
+    return [*lines, ""]
+
+
 def deal(singles: list, sets: int, interleave: bool = False) -> list[list]:
     """``singles`` (a multiple of ``sets`` passes, in the order timed) split into ``sets`` calibrations:
     runs of consecutive passes, or with ``interleave`` dealt out in turn (calibration i gets passes
@@ -229,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grid", default="full")
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--passes", type=int, default=1, help="passes over the grid per calibration (st.measure)")
+    p.add_argument("--by-mode", action="store_true",
+                   help="also compare the sets re-fitted per placement mode and at one stated mix of the modes "
+                        "(calibrate/modes.py; needs passes timed with the dispatch sentinel)")
     p.add_argument("--attribute", action="store_true",
                    help="also swap each fitted quantity of the second profile into the first and report which "
                         "ones move the predictions (validation/attribution.py)")
@@ -251,15 +292,23 @@ def main(argv: list[str] | None = None) -> int:
             "modes": {k: c.fit_info.get("memory_modes", []) for k, c in cals.items()}}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "repeatability.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    modes, profiles = by_mode(dict(zip(cals, sets, strict=True)), models) if args.by_mode else (None, {})
+    if modes is not None:
+        (args.out / "repeatability-by-mode.json").write_text(json.dumps({"modes": modes, "profiles": profiles}, indent=1))
     extra = attribution(models, devices["A"], devices["B"]) if args.attribute else None
-    (args.out / "repeatability.md").write_text(_markdown(rows, meta) + (
-        "\n" + "\n".join(attribution_lines(extra)) if extra else ""))
+    (args.out / "repeatability.md").write_text(
+        _markdown(rows, meta) + ("\n" + "\n".join(_by_mode_lines(modes, profiles)) if modes is not None else "")
+        + ("\n" + "\n".join(attribution_lines(extra)) if extra else ""))
     if extra:
         (args.out / "attribution.json").write_text(json.dumps(extra, indent=1))
     for r in rows:
         print(f"{r['case']:24s} " + " ".join(f"{k} {v * 1e3:8.2f} ms" for k, v in r["predicted_s"].items())
               + f"  {100 * spread(r):5.1f} %")
     print(f"largest difference {100 * max(map(spread, rows)):.1f} % (target {100 * TARGET:.0f} %)")
+    for name, prof in profiles.items():
+        print(f"{name} profile: largest difference {100 * max(map(spread, prof)):.1f} %")
+    if args.by_mode and modes is None:
+        print("--by-mode: one placement mode (or no dispatch sentinel in these passes): nothing to split")
     return 0
 
 

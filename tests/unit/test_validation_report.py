@@ -164,3 +164,42 @@ def test_merged_measurements_is_the_median_of_pass_medians_with_summed_wall_time
     assert [r.median_s for r in m.rows] == [2.0]
     assert m.wall_s == 6.0 and m.settings["passes"] == 3 and m.settings["rounds"] == 3
     assert m.settings["grid"] == "full" and m.machine == facts
+
+
+def test_by_mode_fits_every_set_at_the_same_stated_mix(monkeypatch):
+    """Set A met the slow mode in 5 of 9 dispatch readings, set B in none: split over both sets' 18
+    readings the mix is 5 / 18 slow, and both sets are re-fitted at that share, at 0 and at 1 (the fit is
+    replaced by the re-centred gemm row's time, so the share each set was fitted at is visible). A's gemm
+    row (fast pass 1.0, slow pass 2.0) at 5/18: 1.0 + 5/18; B ran one mode and keeps its centre. Sets with
+    no dispatch sentinel give nothing."""
+    from types import SimpleNamespace
+
+    from simtrain.calibrate.records import Measurements, Row
+    from simtrain.glossary import DType, OpClass
+    from validation import repeatability as rep
+
+    def _reading(after, passes):
+        return Row("sentinel_dispatch", None, DType.FP32, {"after": after}, 0.0, 0.0, passes[1], min(passes),
+                   max(passes), 7, pass_medians_s=passes)
+
+    def _bench(name, passes):
+        return Row(name, OpClass.MATMUL, DType.FP32, {}, 1e6, 1e3, passes[1], min(passes), max(passes), 7,
+                   pass_medians_s=passes)
+    F, S = 3.7e-6, 6.2e-6
+    three = [_reading("start", (F, F, S)), _bench("gemm", (1.0, 1.5, 2.0)), _reading("gemm", (F, S, S)),
+             _bench("copy", (3.0, 2.0, 2.2)), _reading("copy", (F, S, S))]
+    monkeypatch.setattr(rep, "fit", lambda m: SimpleNamespace(device=next(r.median_s for r in m.rows if r.bench == "gemm")))
+    monkeypatch.setattr(rep, "predictions", lambda devices, models: [{"case": "m", "unseen": False, "predicted_s": devices}])
+    one = [_reading("start", (F, F, F)), _bench("gemm", (1.5, 1.6, 1.7)), _reading("gemm", (F, F, F)),
+           _bench("copy", (2.0, 2.0, 2.0)), _reading("copy", (F, F, F))]
+    sets = {"A": Measurements(tuple(three), _facts(), {}), "B": Measurements(tuple(one), _facts(), {})}
+    info, profiles = rep.by_mode(sets, models=[])
+    assert info["slow_readings"] == 5 and info["readings"] == 18
+    assert info["per_set_slow"] == {"A": [5, 9], "B": None}
+    assert profiles["mix"][0]["predicted_s"] == pytest.approx({"A": 1.0 + 5 / 18, "B": 1.6})
+    assert profiles["fast"][0]["predicted_s"] == pytest.approx({"A": 1.0, "B": 1.6})
+    assert profiles["slow"][0]["predicted_s"] == pytest.approx({"A": 2.0, "B": 1.6})
+    assert "## At a stated mix" in "\n".join(rep._by_mode_lines(info, profiles))
+    plain = {k: Measurements(tuple(r for r in m.rows if not r.bench.startswith("sentinel")), _facts(), {})
+             for k, m in sets.items()}
+    assert rep.by_mode(plain, models=[]) == (None, {})
