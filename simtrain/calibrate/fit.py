@@ -11,7 +11,9 @@ estimator's own collective model. What is kept: the base spec's datasheet peaks 
 except on a CPU, which has no datasheet: there the fp32 peak is this machine's first-principles peak
 (cores × SIMD lanes × FMA pipes × 2 × clock, mark D), or the best measured GEMM rate when that is
 higher or the clock is unknown, and main-memory bandwidth is the fastest measured streaming rate
-(:func:`_working_cpu`). Timings identify only peak × peak_fraction; anchoring the peak at first
+(:func:`_working_cpu`). On a CPU whose passes met the machine's two placement modes, every row is first
+re-centred on the mix of modes the passes met, the same for every row (``modes.placement_mix``).
+Timings identify only peak × peak_fraction; anchoring the peak at first
 principles keeps the fitted fraction meaningful (≈ the MAMF ratio of hardware.md §1c). Re-deriving the
 peak *after* the fit as "best GEMM rate / fitted peak_fraction" would move every matmul prediction
 off the fitted optimum (the fitted ceiling sits below the best single row when backward rows are
@@ -32,7 +34,7 @@ from simtrain.calibrate.bench_rng import fit_rng
 from simtrain.calibrate.fit_compute import ComputeFit, fit_compute
 from simtrain.calibrate.fit_links import LinkFit, fit_collectives, fit_host_device
 from simtrain.calibrate.machine import derived_cpu_peak_flops_per_s
-from simtrain.calibrate.modes import memory_modes, placement_modes
+from simtrain.calibrate.modes import memory_modes, placement_mix
 from simtrain.calibrate.paired import PAIRED_FITS, paired_fit, paired_ranges
 from simtrain.calibrate.predict import predict_row
 from simtrain.calibrate.records import Measurements, Row
@@ -173,10 +175,12 @@ def _final_efficiency(eff: Efficiency, extra: dict[str, float], key: str, m: Mea
 
 def fit(measurements: Measurements, base: Device | str | None = None) -> Calibration:
     """Fit ``base`` (default: see :func:`default_base`) to ``measurements``; see the module docstring."""
-    m = measurements
-    base = _resolve_base(base, m)
-    key = profile_key(m, base)
-    tag = f"measurements {m.hash[:8]}"
+    base = _resolve_base(base, measurements)
+    key = profile_key(measurements, base)
+    # rows re-centred on the placement-mode mix the passes met (calibrate/modes.py); the key, the hash
+    # and the profile's identity stay those of the measurements as given
+    m, pm = placement_mix(measurements) if base.kind is DeviceKind.CPU else (measurements, None)
+    tag = f"measurements {measurements.hash[:8]}"
     rows = [r for r in m.rows if r.op_class is not None]
     if not rows:
         raise SpecError.one(None, "measurements", "no compute rows to fit")
@@ -189,18 +193,18 @@ def fit(measurements: Measurements, base: Device | str | None = None) -> Calibra
     extra, link_fits = fit_collectives(coll_rows, eff)
     extra.update(fit_host_device([r for r in m.rows if r.bench in ("h2d", "d2h")]))
     cpu_link = next((lf for lf in link_fits if lf.backend == "gloo"), None) if is_cpu else None
-    final_eff = _final_efficiency(eff, extra, key, m, base, cpu_link)
+    final_eff = _final_efficiency(eff, extra, key, measurements, base, cpu_link)
     res = [residual(r, predict_row(r, work, final_eff)) for r in rows]
     res += [residual(r, p) for lf in link_fits for r, p in zip(lf.rows, lf.predicted_s, strict=True)]
     mape = {f"calibration.mape_pct.{g}": v for g, v in mape_by_group(res).items()}
     final_eff = final_eff.model_copy(update={"extra": dict(final_eff.extra, **mape)})
-    device = _final_device(work, base, final_eff, key, m)
+    device = _final_device(work, base, final_eff, key, measurements)
     info = {"cost": cf.cost, "nfev": cf.nfev, "success": cf.success, "unidentified": list(cf.unidentified),
             "fitted": list(cf.names), "rows": len(res),
             "paired_ranges": {k: list(v) for k, v in paired_ranges(m.rows).items()} if is_cpu else {},
-            "memory_modes": list(memory_modes(m.rows, final_eff.cache_bytes) or ()) if is_cpu else [],
-            "placement_modes": pm.to_dict() if is_cpu and (pm := placement_modes(m.rows)) else {}}
-    return Calibration(device, tuple(res), _links(link_fits, key), key, m.hash, base.name, info)
+            "memory_modes": list(memory_modes(measurements.rows, final_eff.cache_bytes) or ()) if is_cpu else [],
+            "placement_modes": pm.to_dict() if pm is not None else {}}
+    return Calibration(device, tuple(res), _links(link_fits, key), key, measurements.hash, base.name, info)
 
 
 def _final_device(work: Device, base: Device, eff: Efficiency, key: str, m: Measurements) -> Device:

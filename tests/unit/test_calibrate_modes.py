@@ -92,3 +92,24 @@ def test_modal_measurements_recentre_each_row_on_its_passes_in_each_mode():
         got = {r.bench: r.median_s for r in modal_measurements(m, modes, share).rows}
         assert abs(got["gemm"] - gemm) < 1e-12 and abs(got["copy"] - copy) < 1e-12 and got["all_reduce"] == 6.0
     assert modal_measurements(m, modes, 0.25).settings["placement_slow_share"] == 0.25
+    # the paired fits read pass medians: one mode keeps its own (two or more), a mix none
+    passes = {share: {r.bench: r.pass_medians_s for r in modal_measurements(m, modes, share).rows} for share in (1.0, 0.25)}
+    assert passes[1.0]["copy"] == (2.0, 2.2) and passes[1.0]["gemm"] is None and passes[0.25]["copy"] is None
+    assert passes[1.0]["all_reduce"] == (5.0, 6.0, 7.0)
+
+
+def test_placement_mix_is_the_passes_own_mix_and_is_applied_once():
+    """The three passes' nine readings hold five slow ones: gemm 5/9 · 2.0 + 4/9 · 1.0 = 1.5556, copy
+    5/9 · 2.1 + 4/9 · 3.0 = 2.5. Fitting re-centred measurements again changes nothing; one mode: as given."""
+    from simtrain.calibrate.modes import placement_mix
+    from simtrain.calibrate.records import MachineFacts, Measurements
+    facts = MachineFacts(cpu_model="Test CPU", cpu_cores=2, cpu_flags=(), cpu_mhz=2000.0, torch_version="2.13.0",
+                         device="cpu", gpu_name=None, threads=2, date="2026-12-05")
+    m = Measurements(tuple(_three_passes()), facts, {"passes": 3})
+    mixed, modes = placement_mix(m)
+    got = {r.bench: r.median_s for r in mixed.rows}
+    assert abs(got["gemm"] - (1.0 + 5 / 9)) < 1e-12 and abs(got["copy"] - 2.5) < 1e-12
+    assert (modes.slow_readings, modes.readings) == (5, 9)
+    assert placement_mix(mixed)[0] is mixed
+    one = Measurements(tuple(r for r in m.rows if r.bench != "sentinel_dispatch"), facts, {"passes": 3})
+    assert placement_mix(one) == (one, None)
