@@ -279,7 +279,8 @@ def _notes(cfg: SuiteConfig, cases: list[Case], cal: Calibrated, failed: list[st
         notes.append("models that failed and are not in the report: " + "; ".join(failed))
     if cfg.rounds > 1:
         notes.append(f"{cfg.rounds} rounds (validation/rounds.py): calibration passes alternated with step timings; "
-                     "step predictions come from the profile fitted to the passes merged (the trimmed mean of their medians), measured step "
+                     "step predictions come from the profile fitted to the passes merged (the trimmed mean of their medians, "
+                     "re-centred on the placement-mode mix the passes met where they met two: calibrate/modes.py), measured step "
                      "times are the median over rounds (per-round times in detail.rounds_s); FLOPs, saved bytes "
                      "and the per-class table are from round 1.")
     if cal.overhead is not None:

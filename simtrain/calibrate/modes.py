@@ -12,7 +12,8 @@ meets both, group by group, and a step timed for seconds meets one. So the dispa
 medians are :data:`PLACEMENT_RATIO` apart or more; :func:`group_modes` names the mode of each group in
 each pass (the readings that open and close it agree; else neither); :func:`modal_measurements`
 re-centres every row on its passes in one mode, or on a stated mix of the two — a profile per mode,
-which the validation suite compares with the steps timed in that mode.
+which the validation suite compares with the steps timed in that mode; :func:`placement_mix`, what
+``st.calibrate`` fits, re-centres every row on the mix its own passes met.
 
 **Memory modes** (older, from the copies alone).
 
