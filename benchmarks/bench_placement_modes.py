@@ -12,7 +12,10 @@ Then it splits the dispatch readings in two (``simtrain.calibrate.modes.split_mo
 own rule) and prints each workload's median in each mode, and the timeline in 10 s bins. On this
 project's 2-core EPYC VM (2026-12-05, three runs of 3–5 minutes): dispatch 3.6 against 6.2 µs, the
 mid GEMM 1.05 against 1.48 ms, the 64 MiB copy 3.1 against 2.0 ms (the other way), the 256³ GEMM within
-4 %, the MLP step 12.2 against 15.1 ms; each mode held for one to several minutes.
+4 %, the MLP step 12.2 against 15.1 ms; each mode held for one to several minutes. This script,
+``--seconds 100 --step`` the same day (1,388 readings, 1,267 slow): dispatch 3.5 / 5.8 µs (1.67×), the
+mid GEMM 1.09 / 1.38 ms (1.27×), the 256³ GEMM 1.03×, the 64 MiB copy 2.85 / 1.73 ms (0.61×), the MLP
+step 12.2 / 15.6 ms (1.28×).
 
     python benchmarks/bench_placement_modes.py --seconds 180 [--step]
 """

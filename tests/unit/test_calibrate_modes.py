@@ -113,3 +113,32 @@ def test_placement_mix_is_the_passes_own_mix_and_is_applied_once():
     assert placement_mix(mixed)[0] is mixed
     one = Measurements(tuple(r for r in m.rows if r.bench != "sentinel_dispatch"), facts, {"passes": 3})
     assert placement_mix(one) == (one, None)
+
+
+def test_a_mix_lies_between_the_two_modes_profiles_for_every_row():
+    """Property: for any pass times and any share, a row's re-centred time lies between its slow-mode and
+    fast-mode times, and moves monotonically with the share."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st_
+
+    from simtrain.calibrate.modes import modal_measurements, placement_modes
+    from simtrain.calibrate.records import MachineFacts, Measurements
+    facts = MachineFacts(cpu_model="Test CPU", cpu_cores=2, cpu_flags=(), cpu_mhz=2000.0, torch_version="2.13.0",
+                         device="cpu", gpu_name=None, threads=2, date="2026-12-05")
+    times = st_.tuples(*[st_.floats(1e-4, 1.0)] * 3)
+
+    @settings(max_examples=60, deadline=None)
+    @given(gemm=times, copy=times, a=st_.floats(0.0, 1.0), b=st_.floats(0.0, 1.0))
+    def check(gemm, copy, a, b):
+        rows = _three_passes()
+        rows[1], rows[3] = _bench("gemm", gemm), _bench("copy", copy)
+        m = Measurements(tuple(rows), facts, {"passes": 3})
+        modes = placement_modes(m.rows)
+        at = {s: {r.bench: r.median_s for r in modal_measurements(m, modes, s).rows} for s in (0.0, 1.0, min(a, b), max(a, b))}
+        for bench in ("gemm", "copy"):
+            lo, hi = sorted((at[0.0][bench], at[1.0][bench]))
+            assert lo - 1e-12 <= at[min(a, b)][bench] <= hi + 1e-12
+            rising = at[1.0][bench] >= at[0.0][bench]
+            assert (at[max(a, b)][bench] - at[min(a, b)][bench]) * (1 if rising else -1) >= -1e-12
+
+    check()
