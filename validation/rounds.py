@@ -138,10 +138,11 @@ _MODAL = {"step_time": ("step_time_modal", "step_time_mix"),
 
 
 def _mode_devices(merged: Calibrated, modes: PlacementModes) -> dict[str, object]:
-    """The step devices fitted to the merged passes re-centred on the fast mode, the slow mode and the
-    mix the passes met (``modes.modal_measurements``), each with the merged calibration's in-step cost."""
-    out = {}
-    for name, share in (("fast", 0.0), ("slow", 1.0), ("mix", modes.slow_fraction)):
+    """The step devices fitted to the merged passes re-centred on the fast mode and on the slow mode
+    (``modes.modal_measurements``), each with the merged calibration's in-step cost, and the mix the
+    passes met: the merged calibration's own step device (``st.calibrate`` fits that mix already)."""
+    out = {"mix": merged.step_device}
+    for name, share in (("fast", 0.0), ("slow", 1.0)):
         device = fit(modal_measurements(merged.measurements, modes, share)).device
         out[name] = with_step_overhead(device, merged.overhead) if merged.overhead is not None else device
     return out

@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from simtrain.calibrate.fit_compute import CACHE_BENCH
+from simtrain.calibrate.paired import _timed  # a row at a new median, its p10 / p90 widened to hold it
 from simtrain.calibrate.records import Measurements, Row
 from simtrain.calibrate.robust import pass_centre
 from simtrain.calibrate.sentinels import DISPATCH_BENCH
@@ -73,6 +74,11 @@ class PlacementModes:
 
     def is_slow(self, seconds: float) -> bool:
         return seconds > self.threshold_s
+
+    @classmethod
+    def from_dict(cls, d: dict) -> PlacementModes:
+        """The inverse of :meth:`to_dict` (its derived ``ratio`` and ``slow_fraction`` are ignored)."""
+        return cls(d["fast_s"], d["slow_s"], d["threshold_s"], d["slow_readings"], d["readings"])
 
     def to_dict(self) -> dict:
         return {"fast_s": self.fast_s, "slow_s": self.slow_s, "threshold_s": self.threshold_s, "ratio": self.ratio,
@@ -168,7 +174,7 @@ def modal_measurements(m: Measurements, modes: PlacementModes, slow_share: float
         # the paired fits (calibrate/paired.py) read each pass's median, not the centre: one mode keeps
         # only its passes; a mix has no passes of its own, so its pairs are fitted on the centres
         kept = tuple(slow) if slow_share == 1.0 else tuple(fast) if slow_share == 0.0 else ()
-        rows.append(replace(r, median_s=centre, pass_medians_s=kept if len(kept) > 1 else None))
+        rows.append(replace(_timed(r, centre), pass_medians_s=kept if len(kept) > 1 else None))
     return Measurements(tuple(rows), m.machine, {**m.settings, "placement_slow_share": slow_share}, m.unsupported,
                         wall_s=m.wall_s)
 

@@ -197,8 +197,7 @@ def _warn_fit(info: dict) -> None:
     lines = wide_ranges({k: tuple(v) for k, v in info.get("paired_ranges", {}).items()})
     lines += [modes_line(info["memory_modes"])] if info.get("memory_modes") else []
     if pm := info.get("placement_modes"):
-        modes = PlacementModes(pm["fast_s"], pm["slow_s"], pm["threshold_s"], pm["slow_readings"], pm["readings"])
-        lines.append(placement_line(modes) + ": the profile prices that mix; a run that meets one mode only is "
+        lines.append(placement_line(PlacementModes.from_dict(pm)) + ": the profile prices that mix; a run that meets one mode only is "
                      "faster or slower than predicted by up to the modes' difference")
     for line in lines:
         print(f"calibrate: warning: {line}", file=sys.stderr)

@@ -142,3 +142,10 @@ def test_a_mix_lies_between_the_two_modes_profiles_for_every_row():
             assert (at[max(a, b)][bench] - at[min(a, b)][bench]) * (1 if rising else -1) >= -1e-12
 
     check()
+
+
+def test_placement_modes_round_trip_through_the_fit_record():
+    """``fit_info`` keeps ``to_dict``; the CLI reads it back with ``from_dict``."""
+    from simtrain.calibrate.modes import PlacementModes
+    m = PlacementModes(3.7e-6, 6.2e-6, 4.79e-6, 2, 5)
+    assert PlacementModes.from_dict(m.to_dict()) == m and m.to_dict()["slow_fraction"] == 0.4
