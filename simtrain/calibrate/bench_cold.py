@@ -42,9 +42,16 @@ few small tensors. The bench times the two optimizers over 16 tensors of 1024 el
 data to matter) and keeps the median of their cold − hot differences.
 
 The gap's filler is a rotation of small kernels (a sigmoid over 16 KiB, a 64² matmul, an 8-channel
-3×3 convolution): it changes what the core ran without streaming data out of the cache itself, so
-the measured loss is what the time and the other kernels cost, the least a real step's larger
-tensors evict.
+3×3 convolution): it changes what the core ran. A gap of a whole step (:data:`STEP_GAP_S` and
+longer) first reads a buffer of twice the last-level cache (:func:`evict_bytes`), as the step's own
+weights and activations stream through the caches between two runs of the same op. Without that
+read the filler alone left the cold calls' data wherever the machine's neighbours let it stay: five
+passes of one calibration here put the cold rate at 34–103 GB/s, five of the next at 79–150 GB/s
+(above any main-memory stream of this VM: the data had stayed in L2 / L3), and the predicted
+MobileNet step moved 10.3 → 8.4 ms while the measured one stayed at 11.7–12.0 ms
+(validation/results/amd-epyc-2c-run31 / run32). Five interleaved benches each way, the same
+minutes: with the read, call overhead 7.7–8.9 µs, optimizer 222–274 µs; the filler alone 5.3–7.0
+and 168–201 µs.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from simtrain.calibrate.bench_memory import last_level_cache_bytes
 from simtrain.calibrate.counts import optimizer_counts
 from simtrain.calibrate.records import Row
 from simtrain.calibrate.timing import _sample_cpu, timing_of
@@ -65,7 +73,7 @@ if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle thro
     from simtrain.calibrate.grids import Grid
 
 __all__ = ["STEP_GAP_S", "DECAY_GAPS_S", "FIXED_OP", "OPTIMIZER_OPS", "bench_step_state", "fit_step_state",
-           "fit_half_gap", "cold_pairs", "HALF_GAP_GRID_S"]
+           "fit_half_gap", "cold_pairs", "HALF_GAP_GRID_S", "evict_bytes", "EVICT_MIN_BYTES", "EVICT_MAX_BYTES"]
 
 STEP_GAP_S = COLD_REFERENCE_GAP_S
 """Seconds of other work before each cold call: the order of a CPU training step (the validation
@@ -85,14 +93,30 @@ MIN_REPEATS = 5
 """Cold and warm calls per op at least, whatever the grid's plan: each cold sample costs a gap."""
 
 
-def _filler():
-    """Small kernels of other kinds on other small tensors, run in turn for the gap."""
+EVICT_MIN_BYTES, EVICT_MAX_BYTES = float(64 << 20), float(1 << 30)
+"""Bounds on the buffer a step-long gap reads (:func:`evict_bytes`): 64 MiB where sysfs names no
+cache, 1 GiB at most (it is read once per cold sample)."""
+
+
+def evict_bytes(llc_bytes: float) -> int:
+    """Bytes a step-long gap reads to push the cold call's data out of every cache: twice the
+    last-level cache (a victim L3 keeps part of what it held until a second capacity's worth went
+    through), within :data:`EVICT_MIN_BYTES` … :data:`EVICT_MAX_BYTES`."""
+    return int(min(max(2.0 * llc_bytes, EVICT_MIN_BYTES), EVICT_MAX_BYTES))
+
+
+def _filler(evict: int = 0):
+    """Small kernels of other kinds on other small tensors, run in turn for the gap; a gap of a whole
+    step (≥ :data:`STEP_GAP_S`) first reads ``evict`` bytes of another buffer."""
     import torch
     x, m, img, w = torch.randn(4096), torch.randn(64, 64), torch.randn(2, 8, 16, 16), torch.randn(8, 8, 3, 3)
     kernels = (lambda: torch.sigmoid(x), lambda: m @ m, lambda: torch.conv2d(img, w, padding=1))
+    sweep = torch.ones(evict // 4) if evict > 0 else None
 
     def run(seconds: float) -> None:
         end, i = time.perf_counter() + seconds, 0
+        if sweep is not None and seconds >= STEP_GAP_S:
+            sweep.sum()
         while time.perf_counter() < end:
             kernels[i % len(kernels)]()
             i += 1
@@ -118,7 +142,8 @@ def bench_step_state(b: Bench, grid: Grid) -> list[Row]:
     import torch
     if b.device != "cpu" or not grid.step_state_numel:
         return []
-    filler = _filler()
+    evict = evict_bytes(last_level_cache_bytes())
+    filler = _filler(evict)
     a, w = torch.randn(8, 64), torch.randn(64, 64)
     rows: list[Row] = []
     repeats = max(grid.plan.repeats, MIN_REPEATS)
@@ -128,21 +153,24 @@ def bench_step_state(b: Bench, grid: Grid) -> list[Row]:
         calls.append((f"relu{numel}", numel, (lambda x=x: torch.relu(x)), 8.0 * numel))
     calls += _optimizer_calls()
     for name, numel, fn, moved in calls:
-        rows += _pair_rows(b.device, name, numel, moved, STEP_GAP_S, _pair_samples(fn, repeats, STEP_GAP_S, filler))
+        rows += _pair_rows(b.device, name, numel, moved, STEP_GAP_S, _pair_samples(fn, repeats, STEP_GAP_S, filler),
+                           evict)
     fixed_fn, fixed_moved = calls[0][2], calls[0][3]
     for gap in DECAY_GAPS_S:  # how the fixed cost grows with the gap (Efficiency.step_call_half_gap_s)
-        rows += _pair_rows(b.device, FIXED_OP, 0, fixed_moved, gap, _pair_samples(fixed_fn, repeats, gap, filler))
+        rows += _pair_rows(b.device, FIXED_OP, 0, fixed_moved, gap, _pair_samples(fixed_fn, repeats, gap, filler),
+                           evict if gap >= STEP_GAP_S else 0)
     return rows
 
 
 def _pair_rows(device: str, name: str, numel: int, moved: float, gap_s: float,
-               samples: tuple[list[float], list[float]]) -> list[Row]:
-    """The cold row (``cold`` True, after ``gap_s`` of filler) and the hot row of one call."""
+               samples: tuple[list[float], list[float]], evicted: int) -> list[Row]:
+    """The cold row (``cold`` True, after ``gap_s`` of filler that first read ``evicted`` bytes) and
+    the hot row of one call."""
     rows = []
     for cold, times in zip((True, False), samples, strict=True):
         t = timing_of(times)
         rows.append(Row(bench=_BENCH, op_class=None, dtype=DType.FP32,
-                        params={"op": name, "numel": numel, "cold": cold, "gap_s": gap_s},
+                        params={"op": name, "numel": numel, "cold": cold, "gap_s": gap_s, "evict_bytes": evicted},
                         flops=0.0, bytes_moved=moved, median_s=t.median_s, p10_s=t.p10_s, p90_s=t.p90_s,
                         repeats=t.repeats, device=device, ci_low_s=t.ci_low_s, ci_high_s=t.ci_high_s))
     return rows

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from simtrain.calibrate.bench_cold import DECAY_GAPS_S, FIXED_OP, OPTIMIZER_OPS, STEP_GAP_S, fit_step_state
+from simtrain.calibrate.bench_cold import (
+    DECAY_GAPS_S,
+    EVICT_MAX_BYTES,
+    EVICT_MIN_BYTES,
+    FIXED_OP,
+    OPTIMIZER_OPS,
+    STEP_GAP_S,
+    evict_bytes,
+    fit_step_state,
+)
 from simtrain.calibrate.records import Row
 from simtrain.glossary import DType, OpClass
 from simtrain.specs.efficiency import ComputeCurve
@@ -124,6 +133,31 @@ def test_bench_times_a_cold_and_a_warm_call_of_each_op():
     # the fixed op is also timed cold after each of the other gaps, each with its hot partner
     gaps = {r.params["gap_s"] for r in m.rows if r.params.get("op") == FIXED_OP and r.params["cold"]}
     assert gaps == {STEP_GAP_S, *DECAY_GAPS_S}
+    # a gap of a whole step read the eviction buffer first, a shorter one did not
+    read = {r.params["gap_s"]: r.params["evict_bytes"] for r in m.rows if r.params.get("op") == FIXED_OP}
+    assert read[STEP_GAP_S] >= EVICT_MIN_BYTES and all(read[g] == 0 for g in DECAY_GAPS_S if g < STEP_GAP_S)
+
+
+def test_the_eviction_buffer_is_twice_the_last_level_cache_within_bounds():
+    assert evict_bytes(32 * 2**20) == 64 * 2**20
+    assert evict_bytes(96 * 2**20) == 192 * 2**20
+    assert evict_bytes(0.0) == EVICT_MIN_BYTES  # sysfs named no cache
+    assert evict_bytes(8 * 2**30) == EVICT_MAX_BYTES
+
+
+def test_only_a_step_long_gap_reads_the_eviction_buffer(monkeypatch):
+    """The filler reads its buffer (one ``sum``) before a gap of at least a step, never before a shorter
+    one: a layer repeated within a step meets only part of the step's data in between."""
+    torch = pytest.importorskip("torch")
+    from simtrain.calibrate import bench_cold
+    run = bench_cold._filler(1 << 20)
+    sums = []
+    real_sum = torch.Tensor.sum
+    monkeypatch.setattr(torch.Tensor, "sum", lambda self, *a, **k: sums.append(self.numel()) or real_sum(self, *a, **k))
+    run(1e-4)
+    assert sums == []
+    run(STEP_GAP_S)
+    assert sums == [(1 << 20) // 4]
 
 
 def test_a_torch_without_cpu_fused_optimizers_skips_the_optimizer_pairs(monkeypatch):
