@@ -101,6 +101,7 @@ def more_rounds(cfg, cal: Calibrated, cases: list[Case], runs: list[MeasuredRun]
     first = {c.case: c.detail for c in cases if c.metric in _STEP_METRICS}
     steal = {case: [first.get(case, {}).get("steal_fraction")] for case in times}
     dispatch = {case: [first.get(case, {}).get("dispatch_after_s")] for case in times}
+    fresh = {case: [first.get(case, {}).get("fresh_bytes_mean")] for case in times}
     for k in range(2, cfg.rounds + 1):
         t0 = time.perf_counter()
         log(f"round {k} of {cfg.rounds}: calibration pass")
@@ -109,6 +110,7 @@ def more_rounds(cfg, cal: Calibrated, cases: list[Case], runs: list[MeasuredRun]
             times[case].append(t.median_s)
             steal[case].append(t.steal_fraction)
             dispatch[case].append(d)
+            fresh[case].append(statistics.fmean(t.fresh_bytes) if t.fresh_bytes else None)
         log(f"round {k}: steps re-timed [{time.perf_counter() - t0:.0f} s]")
     merged = refined(_merged(cal, passes), log)
     by_case = {r.case: r for r in runs}
@@ -122,7 +124,8 @@ def more_rounds(cfg, cal: Calibrated, cases: list[Case], runs: list[MeasuredRun]
         predicted = steps.predict_step(run.model, device, run.batch, run.optimizer).step_time_s
         out_cases.append(replace(c, predicted=predicted, measured=statistics.median(times[c.case]),
                                  detail=dict(c.detail, rounds_s=times[c.case], rounds_steal=steal[c.case],
-                                             rounds_dispatch_s=dispatch[c.case], device=device.name)))
+                                             rounds_dispatch_s=dispatch[c.case], rounds_fresh_bytes=fresh[c.case],
+                                             device=device.name)))
     out_cases += modal_cases(merged, out_cases, runs, log)
     new_runs = [replace(r, step_time_s=statistics.median(times[r.case])) for r in runs]
     for c in out_cases:

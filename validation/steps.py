@@ -142,9 +142,10 @@ def fresh_pages_markdown(cases: list[Case]) -> list[str]:
              "(`st.time_steps`, round 1), against the first-touch bytes the prediction charges (tensors "
              "glibc maps fresh every time, ≥ `first_touch_min_bytes`). The rest comes from glibc returning "
              "the top of its heap to the kernel, which depends on the order of every allocation and is not "
-             "modelled (docs/own-device.md, \"Allocator faults\").", "",
+             "modelled (docs/own-device.md, \"Allocator faults\"). 'By round': the mean per step of each "
+             "round's timing, beside that round's step time.", "",
              "| case | measured MiB / step (median / mean) | charged MiB / step | rest at the first-touch rate | "
-             "step error |", "|---|---:|---:|---:|---:|"]
+             "step error | by round: MiB / step @ ms |", "|---|---:|---:|---:|---:|---|"]
     for c in rows:
         d = c.detail
         rate = d["first_touch_bytes_per_s"]
@@ -152,8 +153,14 @@ def fresh_pages_markdown(cases: list[Case]) -> list[str]:
         rest_s = max(d["fresh_bytes_mean"] - charged, 0.0) / rate
         lines.append(f"| {c.case} | {d['fresh_bytes_per_step'] / 2**20:.1f} / {d['fresh_bytes_mean'] / 2**20:.1f} "
                      f"| {charged / 2**20:.1f} | {rest_s * 1e3:.2f} ms ({100 * rest_s / c.measured:.1f} % of the step) "
-                     f"| {100 * (c.predicted / c.measured - 1):+.1f} % |")
+                     f"| {100 * (c.predicted / c.measured - 1):+.1f} % | {_by_round(d)} |")
     return lines
+
+
+def _by_round(detail: dict) -> str:
+    """Each round's mean fresh MiB per step @ its step time in ms (rounds without the counter: '?')."""
+    pairs = zip(detail.get("rounds_fresh_bytes") or (), detail.get("rounds_s") or (), strict=False)
+    return ", ".join(f"{'?' if b is None else f'{b / 2**20:.0f}'} @ {t * 1e3:.1f}" for b, t in pairs)
 
 
 def _memory_case(w: Workload, step, device: str, report, baseline_bytes: int) -> Case | None:

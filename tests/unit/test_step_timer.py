@@ -93,7 +93,11 @@ def test_validation_report_attributes_the_unmodelled_faults():
               "first_touch_charged_s": 16 * 2**20 / 2**32, "first_touch_bytes_per_s": 2.0**32}
     lines = fresh_pages_markdown([Case("m/medium b8", "step_time", 0.09, 0.1, detail=detail),
                                   Case("m/medium b8", "flops", 1.0, 1.0)])
-    assert lines[-1] == "| m/medium b8 | 40.0 / 48.0 | 16.0 | 7.81 ms (7.8 % of the step) | -10.0 % |"
+    assert lines[-1] == "| m/medium b8 | 40.0 / 48.0 | 16.0 | 7.81 ms (7.8 % of the step) | -10.0 % |  |"
+    # with rounds: each round's mean fresh MiB per step beside its step time; a round without the counter '?'
+    rounds = dict(detail, rounds_fresh_bytes=[48 * 2**20, None, 0.0], rounds_s=[0.1, 0.125, 0.0905])
+    lines = fresh_pages_markdown([Case("m/medium b8", "step_time", 0.09, 0.1, detail=rounds)])
+    assert lines[-1].endswith("| -10.0 % | 48 @ 100.0, ? @ 125.0, 0 @ 90.5 |")
     assert fresh_pages_markdown([Case("x", "step_time", 1.0, 1.0, detail={"fresh_bytes_mean": None})]) == []
 
 
