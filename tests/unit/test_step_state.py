@@ -170,3 +170,29 @@ def test_a_torch_without_cpu_fused_optimizers_skips_the_optimizer_pairs(monkeypa
         raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of supported devices")
     monkeypatch.setattr(torch.optim, "SGD", refuse)
     assert bench_cold._optimizer_calls() == []
+
+
+def test_a_compute_bound_op_adds_its_cold_bytes_extra_time_to_its_compute():
+    """A GEMM whose compute leg outlasts its memory leg: inside a step its phase takes the compute leg
+    plus what its cold bytes cost over the warm memory model (``op_cost.cold_stall_seconds``), not the
+    larger of the two legs; the warm profile (no cold rate) keeps the plain roofline."""
+    import simtrain as st
+    from simtrain.cost.compute import memory_seconds
+    from simtrain.cost.op_cost import cold_stall_seconds, op_cost
+    from simtrain.cost.precision import regime
+    from simtrain.graph.rules.registry import make_op
+    dev = st.load_device("host-cpu")
+    warm = Efficiency(compute={OpClass.MATMUL: ComputeCurve(peak_fraction=1e-3)}, memory_bandwidth_fraction=1.0,
+                      memory_half_bytes=0.0, launch_overhead_s=0.0)
+    step = warm.model_copy(update={"step_cold_bytes_per_s": 1e10})
+    # 1 × (64 → 64) fp32 linear, no bias: the forward reads x (256 B, the op before wrote it: warm) and
+    # W (16 KiB) and writes y (256 B): 16,896 bytes, 16,640 of them cold
+    op = make_op("linear", "fc", "b", rows=1, in_features=64, out_features=64, bias=False)
+    t_c = op_cost(op, 1, regime("fp32"), dev, warm).fw_s  # compute-bound: the compute leg alone
+    moved, cold = 2 * 256 + 64 * 64 * 4, 256 + 64 * 64 * 4
+    t_m = memory_seconds(moved, dev, warm) * 256 / moved + cold / 1e10
+    assert t_c > memory_seconds(moved, dev, warm) and t_m < t_c
+    stall = t_m - memory_seconds(moved, dev, warm)
+    assert cold_stall_seconds(t_m, moved, dev, step) == pytest.approx(stall)
+    assert op_cost(op, 1, regime("fp32"), dev, step).fw_s == pytest.approx(t_c + stall, rel=1e-9)
+    assert cold_stall_seconds(t_m, moved, dev, warm) == 0.0
