@@ -174,8 +174,10 @@ class Efficiency(Spec):
     (weights, saved activations, a second operand, the memory its output goes to): all it moves but
     the tensor the op just before it wrote (``cost.op_cost``), and the optimizer's whole pass. Measured
     on data a step-long gap has pushed out of every cache (the gap reads twice the last-level cache
-    first), as a step's own weights and activations do. 0: the step is costed with the benchmarks'
-    own (cache-warm) memory model (calibrate/bench_cold.py)."""
+    first), as a step's own weights and activations do. What these bytes cost over the warm memory
+    model is added to the phase's roofline, not overlapped with its compute
+    (``cost.op_cost.cold_stall_seconds``). 0: the step is costed with the benchmarks' own (cache-warm)
+    memory model (calibrate/bench_cold.py)."""
     step_optimizer_s: Annotated[float, Field(ge=0, le=1)] = 0.0
     """Fixed cost of one ``optimizer.step()`` inside a training step beyond what the optimizer benches
     time back to back: its Python and dispatch code, cold after the forward and backward (≈ 0.4 ms
