@@ -73,7 +73,8 @@ if TYPE_CHECKING:  # fit imports this module; bench_ops would close a cycle thro
     from simtrain.calibrate.grids import Grid
 
 __all__ = ["STEP_GAP_S", "DECAY_GAPS_S", "FIXED_OP", "OPTIMIZER_OPS", "bench_step_state", "fit_step_state",
-           "fit_half_gap", "cold_pairs", "HALF_GAP_GRID_S", "evict_bytes", "EVICT_MIN_BYTES", "EVICT_MAX_BYTES"]
+           "fit_half_gap", "cold_pairs", "HALF_GAP_GRID_S", "evict_bytes", "EVICT_LLC_MULTIPLE", "EVICT_MIN_BYTES",
+           "EVICT_MAX_BYTES"]
 
 STEP_GAP_S = COLD_REFERENCE_GAP_S
 """Seconds of other work before each cold call: the order of a CPU training step (the validation
@@ -93,16 +94,19 @@ MIN_REPEATS = 5
 """Cold and warm calls per op at least, whatever the grid's plan: each cold sample costs a gap."""
 
 
+EVICT_LLC_MULTIPLE = 2.0
+"""Last-level caches' worth a step-long gap reads (:func:`evict_bytes`): a victim L3 keeps part of what
+it held until a second capacity's worth went through."""
 EVICT_MIN_BYTES, EVICT_MAX_BYTES = float(64 << 20), float(1 << 30)
 """Bounds on the buffer a step-long gap reads (:func:`evict_bytes`): 64 MiB where sysfs names no
 cache, 1 GiB at most (it is read once per cold sample)."""
 
 
 def evict_bytes(llc_bytes: float) -> int:
-    """Bytes a step-long gap reads to push the cold call's data out of every cache: twice the
-    last-level cache (a victim L3 keeps part of what it held until a second capacity's worth went
-    through), within :data:`EVICT_MIN_BYTES` … :data:`EVICT_MAX_BYTES`."""
-    return int(min(max(2.0 * llc_bytes, EVICT_MIN_BYTES), EVICT_MAX_BYTES))
+    """Bytes a step-long gap reads to push the cold call's data out of every cache:
+    :data:`EVICT_LLC_MULTIPLE` times the last-level cache, within :data:`EVICT_MIN_BYTES` …
+    :data:`EVICT_MAX_BYTES`."""
+    return int(min(max(EVICT_LLC_MULTIPLE * llc_bytes, EVICT_MIN_BYTES), EVICT_MAX_BYTES))
 
 
 def _filler(evict: int = 0):

@@ -37,7 +37,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from simtrain.calibrate.fit_compute import CACHE_BENCH
-from simtrain.calibrate.paired import _timed  # a row at a new median, its p10 / p90 widened to hold it
 from simtrain.calibrate.records import Measurements, Row
 from simtrain.calibrate.robust import pass_centre
 from simtrain.calibrate.sentinels import DISPATCH_BENCH
@@ -174,7 +173,7 @@ def modal_measurements(m: Measurements, modes: PlacementModes, slow_share: float
         # the paired fits (calibrate/paired.py) read each pass's median, not the centre: one mode keeps
         # only its passes; a mix has no passes of its own, so its pairs are fitted on the centres
         kept = tuple(slow) if slow_share == 1.0 else tuple(fast) if slow_share == 0.0 else ()
-        rows.append(replace(_timed(r, centre), pass_medians_s=kept if len(kept) > 1 else None))
+        rows.append(replace(r.at_median(centre), pass_medians_s=kept if len(kept) > 1 else None))
     return Measurements(tuple(rows), m.machine, {**m.settings, "placement_slow_share": slow_share}, m.unsupported,
                         wall_s=m.wall_s)
 

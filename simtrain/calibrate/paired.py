@@ -62,11 +62,6 @@ def _passes(rows: Sequence[Row], bench: str) -> int:
     return counts.pop() if len(counts) == 1 and min(counts) >= 2 else 0
 
 
-def _timed(r: Row, t: float) -> Row:
-    """``r`` with its median at ``t`` (its p10 / p90 widened to hold it, as a row must)."""
-    return dataclasses.replace(r, median_s=t, p10_s=min(r.p10_s, t), p90_s=max(r.p90_s, t))
-
-
 def _no_cost(name: str) -> float:
     """A fitted quantity's value where its pair measured nothing: an infinite rate, a zero cost."""
     return math.inf if name.endswith("_per_s") else 0.0
@@ -74,7 +69,7 @@ def _no_cost(name: str) -> float:
 
 def _pass(rows: Sequence[Row], bench: str, k: int) -> list[Row]:
     """``rows`` with ``bench``'s rows at their ``k``-th pass's median."""
-    return [_timed(r, r.pass_medians_s[k]) if r.bench == bench else r for r in rows]
+    return [r.at_median(r.pass_medians_s[k]) if r.bench == bench else r for r in rows]
 
 
 def paired_fit(rows: Sequence[Row], pf: PairedFit) -> dict[str, float]:
@@ -100,7 +95,7 @@ def _moved(rows: Sequence[Row], pf: PairedFit, minuend_low: bool) -> list[Row]:
     the subtrahend at its high end (``minuend_low``), or the reverse. Rows without an interval stay."""
     def end(r: Row) -> float:
         return r.ci_low_s if bool(r.params.get(pf.flag)) == minuend_low else r.ci_high_s
-    return [_timed(r, end(r)) if r.bench == pf.bench and r.ci_low_s is not None and r.ci_high_s is not None else r
+    return [r.at_median(end(r)) if r.bench == pf.bench and r.ci_low_s is not None and r.ci_high_s is not None else r
             for r in rows]
 
 

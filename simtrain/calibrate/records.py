@@ -14,7 +14,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -84,6 +84,10 @@ class Row:
     @property
     def bytes_per_s(self) -> float:
         return self.bytes_moved / self.median_s
+
+    def at_median(self, median_s: float) -> Row:
+        """This row with its median at ``median_s``, its p10 / p90 widened to hold it (as a row must)."""
+        return replace(self, median_s=median_s, p10_s=min(self.p10_s, median_s), p90_s=max(self.p90_s, median_s))
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}

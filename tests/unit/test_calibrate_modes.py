@@ -149,3 +149,12 @@ def test_placement_modes_round_trip_through_the_fit_record():
     from simtrain.calibrate.modes import PlacementModes
     m = PlacementModes(3.7e-6, 6.2e-6, 4.79e-6, 2, 5)
     assert PlacementModes.from_dict(m.to_dict()) == m and m.to_dict()["slow_fraction"] == 0.4
+
+
+def test_a_row_at_a_new_median_widens_its_spread_only_where_it_must():
+    r = Row("gemm", OpClass.MATMUL, DType.FP32, {"m": 8}, 1.0, 1.0, 2.0, 1.5, 3.0, 5)
+    inside, above, below = r.at_median(2.5), r.at_median(4.0), r.at_median(1.0)
+    assert (inside.median_s, inside.p10_s, inside.p90_s) == (2.5, 1.5, 3.0)
+    assert (above.median_s, above.p10_s, above.p90_s) == (4.0, 1.5, 4.0)
+    assert (below.median_s, below.p10_s, below.p90_s) == (1.0, 1.0, 3.0)
+    assert above.params == r.params and above.repeats == r.repeats
