@@ -28,7 +28,7 @@ import math
 
 from simtrain.cost.compute import MATRIX_CLASSES, device_efficiency
 from simtrain.glossary import OpClass
-from simtrain.specs.hardware import Cluster, Device, Efficiency
+from simtrain.specs.hardware import Cluster, ComputeCurve, Device, Efficiency
 
 __all__ = ["FACTORS", "BOUNDS", "CLASS_FACTORS", "class_factor", "scaled_efficiency", "scaled_device",
            "scaled_cluster", "check_factors"]
@@ -50,9 +50,15 @@ def _clip(fraction: float) -> float:
     return min(1.0, fraction)
 
 
+def _scaled_curve(curve: ComputeCurve, k: float) -> ComputeCurve:
+    """``curve`` k times faster: its ceiling (clipped at 1) and its panel rate, the two rates of its
+    compute leg (``ComputeCurve``)."""
+    return curve.model_copy(update={"peak_fraction": _clip(curve.peak_fraction * k),
+                                    "panel_bytes_per_s": curve.panel_bytes_per_s * k})
+
+
 def _scaled_compute(eff: Efficiency, k: float) -> dict:
-    compute = {c: (curve.model_copy(update={"peak_fraction": _clip(curve.peak_fraction * k)})
-                   if c in MATRIX_CLASSES else curve) for c, curve in eff.compute.items()}
+    compute = {c: (_scaled_curve(curve, k) if c in MATRIX_CLASSES else curve) for c, curve in eff.compute.items()}
     kernels = {name: kern.model_copy(update={"fw_peak_fraction": _clip(kern.fw_peak_fraction * k),
                                              "bw_peak_fraction": _clip(kern.bw_peak_fraction * k)})
                for name, kern in eff.attention_kernels.items()}
@@ -67,7 +73,7 @@ def _scaled_classes(eff: Efficiency, factors: dict[str, float]) -> dict:
         k = factors.get(class_factor(c), 1.0)
         if k == 1.0:
             continue
-        compute[c] = curve.model_copy(update={"peak_fraction": _clip(curve.peak_fraction * k)})
+        compute[c] = _scaled_curve(curve, k)
         if c is OpClass.ATTENTION:
             kernels = {name: kern.model_copy(update={"fw_peak_fraction": _clip(kern.fw_peak_fraction * k),
                                                      "bw_peak_fraction": _clip(kern.bw_peak_fraction * k)})

@@ -53,7 +53,7 @@ BOUNDS = {"peak_fraction": (1e-5, 1.0), "half_flops": (1.0, 1e14), "memory_bandw
           "cache_miss_bandwidth_fraction": (1e-3, 1.0), "strided_agrad_exponent": (1e-3, 2.0),
           "half_rows": (1.0, 1e6), "half_depth": (1e-2, 1e5), "optimizer_tensor_overhead_s": (1e-9, 1e-2),
           "optimizer_step_overhead_s": (1e-9, 1e-2),
-          "cache_bytes": (float(1 << 16), 1e12)}
+          "cache_bytes": (float(1 << 16), 1e12), "panel_bytes_per_s": (1e6, 1e13)}
 _GLOBALS = ("memory_bandwidth_fraction", "memory_half_bytes", "launch_overhead_s")
 _CACHE = ("cache_miss_bandwidth_fraction", "cache_bytes")
 """Fitted only when the start efficiency has a cache tier (``cache_bytes`` > 0, the machine's
@@ -71,12 +71,21 @@ backward is another kernel than its forward (five GEMMs per tile against two, pl
 softmax: on this project's CPU 2.1–2.4× the forward's time against 2× its counted FLOPs, and a fixed
 cost per tile 1.4× the forward's); a GEMM's backward is the same GEMM kernel transposed, so matmul
 keeps one curve."""
-_ROWS_CLASSES = frozenset({OpClass.CONV, OpClass.MATMUL})
-"""Classes fitted with rows and depth ramps (``ComputeCurve.half_rows``, ``half_depth``): the conv
-grid spans 2×2 to 56×56 maps and reductions from 9 (depthwise) to 4608; the GEMM grid has M = 1 and
-16 against 4096-wide weights and K = 64 (a GEMM with few rows leaves the register tile's rows empty,
-and one with a short reduction stores its tile more often than it accumulates: fitted on the record's
-measurements, half_rows ≈ 4 and half_depth ≈ 10–20, the GEMM rows' MAPE 20 → 14–16 %)."""
+_ROWS_CLASSES = frozenset({OpClass.CONV})
+"""Classes fitted with a rows ramp (``ComputeCurve.half_rows``): the conv grid spans 2×2 to 56×56 maps
+(a CPU conv kernel blocks over output positions, and its dW reduces over them)."""
+_DEPTH_CLASSES = frozenset({OpClass.CONV, OpClass.MATMUL})
+"""Classes fitted with a depth ramp (``ComputeCurve.half_depth``): reductions from 9 (depthwise) to
+4608 in the conv grid, K = 8 to 4096 in the GEMM grid (one with a short reduction stores its tile more
+often than it accumulates)."""
+_PANEL_CLASSES = frozenset({OpClass.MATMUL})
+"""Classes fitted with a panel rate (``ComputeCurve.panel_bytes_per_s``) instead of a rows ramp: the
+GEMM grid has M = 1 and 16 against 4096-wide weights and M = 4096 against 64 × 64 ones. A rows ramp
+is, in the forward, the same k · n term (flops · h / (m · rate) = 2 k n h / rate) but it also slows a
+memory-bound M = 1 product's compute leg and prices a weight gradient by its n instead of its k × n
+output. On run 37's GEMM rows (a scratch fit of the matmul curve alone, each placement mode): rows
+ramp 8.2 / 9.3 % MAPE, panel 6.9 / 8.5 %, the fitted ramp going to its floor once the panel is there.
+Convolutions keep the rows ramp: their weights are small beside their N·P·Q rows."""
 _STRIDE = "strided_agrad_exponent"
 """Fitted when there are backward rows of strided convs."""
 _STEP_TENSOR_COUNTS = 3
@@ -102,8 +111,8 @@ def _names(classes: Sequence[OpClass], cache: bool = False, bw_classes: Sequence
            strided: bool = False) -> list[str]:
     keys = [c.value for c in classes] + [c.value + BW_SUFFIX for c in bw_classes]
     names = [f"{k}.{p}" for k in keys for p in ("peak_fraction", "half_flops")] + list(_GLOBALS)
-    names += [f"{k}.{p}" for k in keys if OpClass(k.removesuffix(BW_SUFFIX)) in _ROWS_CLASSES
-              for p in ("half_rows", "half_depth")]
+    for p, fitted in (("half_rows", _ROWS_CLASSES), ("half_depth", _DEPTH_CLASSES), ("panel_bytes_per_s", _PANEL_CLASSES)):
+        names += [f"{k}.{p}" for k in keys if OpClass(k.removesuffix(BW_SUFFIX)) in fitted]
     return names + list(_CACHE) * cache + [_STRIDE] * strided
 
 
@@ -160,7 +169,8 @@ def efficiency_from(theta: np.ndarray, names: Sequence[str], start: Efficiency) 
             curve = ComputeCurve.model_construct(peak_fraction=float(values[f"{key}.peak_fraction"]),
                                                  half_flops=float(values[f"{key}.half_flops"]),
                                                  half_rows=float(values.get(f"{key}.half_rows", 0.0)),
-                                                 half_depth=float(values.get(f"{key}.half_depth", 0.0)))
+                                                 half_depth=float(values.get(f"{key}.half_depth", 0.0)),
+                                                 panel_bytes_per_s=float(values.get(f"{key}.panel_bytes_per_s", 0.0)))
             if key.startswith(KIND_PREFIX):
                 kind, bw = key.removeprefix(KIND_PREFIX).removesuffix(BW_SUFFIX), BW_SUFFIX * key.endswith(BW_SUFFIX)
                 kinds.update({k + bw: curve for k in (kind, *KIND_ALIASES.get(kind, ()))})
@@ -194,7 +204,9 @@ def _theta_of(eff: Efficiency, names: Sequence[str]) -> np.ndarray:
             vals.append(eff.optimizer_step_overhead_s.get(name.removeprefix(OPTIM_STEP_PREFIX), 0.0))
         elif "." in name:
             key, field = name.split(".")
-            vals.append(getattr(_curve_of(eff, key), field))
+            value = getattr(_curve_of(eff, key), field)
+            # no panel term (0) is the fastest rate the bounds allow, not the slowest
+            vals.append(BOUNDS[field][1] if field == "panel_bytes_per_s" and value <= 0 else value)
         else:
             vals.append(getattr(eff, name))
     return np.log([min(max(v, BOUNDS[_kind(n)][0]), BOUNDS[_kind(n)][1]) for v, n in zip(vals, names, strict=True)])
@@ -239,11 +251,14 @@ def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base:
             guess[name] = max(r.flops_per_s / _reference_peak(r, device) for r in mine)
             if f"{key}.half_rows" in guess:  # a size in the middle of the rows the grid spans
                 guess[f"{key}.half_rows"] = float(np.median([row_gemm(r)[1] for r in mine]))
+            if f"{key}.half_depth" in guess:
                 guess[f"{key}.half_depth"] = float(np.median([row_gemm(r)[0].k for r in mine]))
             guess[f"{key}.half_flops"] = _half_point([r.flops / r.calls / row_flash_tiles(r, device, start)
                                                       for r in mine], [r.flops_per_s for r in mine])
     streaming = [r for r in rows if r.op_class not in MATRIX_CLASSES and r.bytes_moved > 0]
     guess["memory_bandwidth_fraction"] = max(r.bytes_per_s for r in streaming) / device.memory_bandwidth_bytes_per_s
+    for name in (n for n in names if n.endswith(".panel_bytes_per_s")):  # a copy reads and writes the panel
+        guess[name] = max(r.bytes_per_s for r in streaming) / 2
     guess["memory_half_bytes"] = _half_point([r.bytes_moved / r.calls for r in streaming],
                                              [r.bytes_per_s for r in streaming])
     guess["launch_overhead_s"] = min(r.median_s / r.calls for r in rows) / 2

@@ -1,6 +1,6 @@
 """Time of one op on one device: a roofline with efficiency curves, matrix-unit effects and launch overhead.
 
-    t = max( flops / (peak(dtype) · e_c(flops) · a(gemm)),  bytes / (bw_main · e_m(bytes)) ) + t_launch
+    t = max( flops / (peak(dtype) · e_c(flops) · a(gemm)) + t_panel,  bytes / (bw_main · e_m(bytes)) ) + t_launch
 
 * ``peak(dtype)``: the dense datasheet peak of the dtype the op runs in (matrix classes), or the
   device's vector rate (elementwise / norm / reduction / embedding / memory classes);
@@ -12,6 +12,8 @@
   a short reduction k spends its time loading and storing its output tile (``half_depth``; both 0 by
   default: no effect); a weight gradient is the GEMM with m and n swapped and reduces over m;
   backward phases use the efficiency's backward curve where it has one;
+* ``t_panel = k · n · batch · dtype_bytes / panel_bytes_per_s``: the GEMM's shared operand packed once
+  per call, however few rows share it (:func:`panel_seconds`; 0 by default);
 * ``a(gemm)``: matrix-unit geometry. Each GEMM dim is padded up to the unit's tile (tensor-core tile
   / TPU MXU: the chapter's "32×32 alignment" effect) and the output tiles run in waves over
   ``parallel_tiles`` units (SMs); a partial last wave idles the rest ("wave quantization");
@@ -30,14 +32,14 @@ import functools
 import math
 
 from simtrain.errors import SimtrainError
-from simtrain.glossary import DType, OpClass
+from simtrain.glossary import DTYPE_BYTES, DType, OpClass
 from simtrain.graph.op import Gemm
-from simtrain.specs.hardware import Device, Efficiency
+from simtrain.specs.hardware import ComputeCurve, Device, Efficiency
 
 __all__ = ["op_seconds", "op_device_seconds", "issue_bound", "launch_seconds", "attention_kernel_seconds", "matrix_peak_flops_per_s", "alignment_factor", "device_efficiency",
            "MATRIX_CLASSES", "compute_seconds", "memory_seconds", "dataflow_efficiency",
            "streaming_bandwidth_bytes_per_s", "cache_miss_slowdown", "first_touch_seconds", "conv_layout_seconds",
-           "strided_agrad_factor", "cold_call_scale", "cold_fraction", "COLD_REFERENCE_GAP_S", "COLD_GAP_CAP_S"]
+           "strided_agrad_factor", "panel_seconds", "cold_call_scale", "cold_fraction", "COLD_REFERENCE_GAP_S", "COLD_GAP_CAP_S"]
 
 MATRIX_CLASSES = frozenset({OpClass.MATMUL, OpClass.CONV, OpClass.ATTENTION})
 COLD_REFERENCE_GAP_S = 0.02
@@ -223,9 +225,20 @@ def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DTyp
         rows, depth = _rows_and_depth(_conv_lanes(gemm, op_class), m_rows, phase)
         ramps = rows / (rows + curve.half_rows) * depth / (depth + curve.half_depth)
     fixed_flops = max(tiles, 1.0) * curve.half_flops
+    panel_s = panel_seconds(gemm, dtype, curve) if matrix else 0.0
     if eff.fixed_cost_unramped:
-        return flops / (rate * ramps) + fixed_flops / fixed_rate
-    return flops / (rate * ramps) + fixed_flops / (fixed_rate * ramps)
+        return flops / (rate * ramps) + fixed_flops / fixed_rate + panel_s
+    return flops / (rate * ramps) + fixed_flops / (fixed_rate * ramps) + panel_s
+
+
+def panel_seconds(gemm: Gemm | None, dtype: DType, curve: ComputeCurve) -> float:
+    """Seconds a matrix kernel spends packing the k × n operand its rows share, once per call (per
+    GEMM of a batch): ``k · n · batch · dtype_bytes / curve.panel_bytes_per_s`` (``ComputeCurve``'s
+    docstring); 0 without a GEMM geometry or a panel rate. Every phase of a linear layer moves that
+    panel: forward and activation gradient pack the weight, the weight gradient writes it."""
+    if gemm is None or curve.panel_bytes_per_s <= 0:
+        return 0.0
+    return gemm.k * gemm.n * gemm.batch * DTYPE_BYTES[DType(dtype)] / curve.panel_bytes_per_s
 
 
 def attention_kernel_seconds(flops: float, phase: str, seq: int, causal: bool, kernel, device: Device,

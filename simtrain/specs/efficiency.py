@@ -35,6 +35,16 @@ class ComputeCurve(Spec):
     is further scaled by ``k / (k + half_depth)`` (each output tile is loaded and stored once per k
     FMAs, so a short reduction (a 1×1 conv over few channels; depthwise, k = 9) spends its time on
     loads and stores; the roofline of the register tile, Williams et al. CACM 2009). 0: no such term."""
+    panel_bytes_per_s: Annotated[float, Field(ge=0, le=1e15)] = 0.0
+    """Rate at which a matrix kernel packs the operand every output row shares: each call adds
+    ``k · n · batch · dtype_bytes / panel_bytes_per_s`` seconds to its compute leg, whatever its rows.
+    A blocked GEMM copies the weight panel B (k × n) into a contiguous buffer once per call before its
+    inner kernel runs, and that copy is amortised over the call's m rows only (Goto & van de Geijn, ACM
+    TOMS 34(3), 2008, §4-5); the weight gradient writes a k × n output after a reduction of m, the same
+    bytes. So a 16-row GEMM against a 4096-wide weight runs far below the rate of a square one while
+    a 4096-row GEMM against a 64 × 64 weight does not: a ramp in the rows cannot tell the two apart,
+    and slows a memory-bound matrix-vector product's compute leg instead of adding its copy. 0: no
+    such term (a GPU's tensor-core kernels stream their tiles from HBM inside the kernel)."""
 
 
 class AttentionKernel(Spec):

@@ -146,3 +146,20 @@ def test_factors_the_runs_cannot_pin_are_dropped_and_the_rest_refitted(node, mon
     assert cal.factors["compute"] == pytest.approx(0.8, rel=5e-3)
     forced = st.calibrate_runs(recs, factors=["compute", "communication"])
     assert list(forced.factors) == ["compute", "communication"]
+
+
+def test_a_compute_factor_scales_the_panel_rate_with_the_ceiling():
+    """The panel copy is part of a matrix class's compute leg (``ComputeCurve.panel_bytes_per_s``):
+    ``compute`` × 1.25 makes both rates 1.25× faster, the ceiling clipped at 1 and the rate not; a
+    class factor does the same to its class alone."""
+    from simtrain.calibrate.factors import scaled_efficiency
+    from simtrain.glossary import OpClass
+    from simtrain.specs.efficiency import ComputeCurve, Efficiency
+    eff = Efficiency(compute={OpClass.MATMUL: ComputeCurve(peak_fraction=0.9, panel_bytes_per_s=20e9),
+                              OpClass.CONV: ComputeCurve(peak_fraction=0.5, panel_bytes_per_s=10e9)})
+    got = scaled_efficiency(eff, {"compute": 1.25})
+    assert got.compute[OpClass.MATMUL].peak_fraction == 1.0
+    assert got.compute[OpClass.MATMUL].panel_bytes_per_s == pytest.approx(25e9)
+    one = scaled_efficiency(eff, {"class:conv": 2.0})
+    assert one.compute[OpClass.CONV].panel_bytes_per_s == pytest.approx(20e9)
+    assert one.compute[OpClass.MATMUL].panel_bytes_per_s == pytest.approx(20e9)

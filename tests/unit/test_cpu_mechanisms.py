@@ -201,6 +201,33 @@ def test_rows_and_depth_ramps_by_hand():
         compute_seconds(1e9, OpClass.CONV, dev, DType.FP32, _conv_eff()))
 
 
+def test_the_weight_panel_by_hand():
+    """A 16 × 1024 × 4096 fp32 GEMM packs its 1024 × 4096 weight panel, 16 MiB, once per call: at
+    32 GB/s that is 16 · 2²⁰ / 32e9 = 524.288 µs on top of its FLOPs, in every phase, whatever its rows;
+    a 4096-row GEMM against a 64 × 64 weight pays 16 KiB / 32e9 = 0.512 µs. A batch of 8 GEMMs packs 8
+    panels; a half-precision panel moves half the bytes; no panel rate, no term."""
+    import simtrain as st
+    from simtrain.cost.compute import compute_seconds, panel_seconds
+    from simtrain.graph.op import Gemm
+    from simtrain.specs.efficiency import ComputeCurve
+    dev = st.load_device("host-cpu")
+    curve = ComputeCurve(peak_fraction=0.5, panel_bytes_per_s=32e9)
+    skinny, tall = Gemm(m=16, n=4096, k=1024), Gemm(m=4096, n=64, k=64)
+    assert panel_seconds(skinny, DType.FP32, curve) == pytest.approx(16 * 2**20 / 32e9)
+    assert panel_seconds(tall, DType.FP32, curve) == pytest.approx(64 * 64 * 4 / 32e9)
+    assert panel_seconds(Gemm(m=16, n=64, k=64, batch=8), DType.FP32, curve) == pytest.approx(8 * 64 * 64 * 4 / 32e9)
+    assert panel_seconds(skinny, DType.BF16, curve) == pytest.approx(8 * 2**20 / 32e9)
+    assert panel_seconds(skinny, DType.FP32, ComputeCurve(peak_fraction=0.5)) == 0.0
+    assert panel_seconds(None, DType.FP32, curve) == 0.0
+    eff = _eff(compute={OpClass.MATMUL: curve})
+    flops = 2 * 16 * 1024 * 4096
+    without = compute_seconds(flops, OpClass.MATMUL, dev, DType.FP32, _eff(compute={OpClass.MATMUL: ComputeCurve(
+        peak_fraction=0.5)}), skinny, 16)
+    for phase in ("fw", "agrad", "wgrad"):
+        assert compute_seconds(flops, OpClass.MATMUL, dev, DType.FP32, eff, skinny, 16, phase) == pytest.approx(
+            without + 16 * 2**20 / 32e9)
+
+
 def test_the_fixed_cost_outside_the_ramps_by_hand():
     """half_flops 1e6 at rate 0.5 × peak; ramps × 0.375 (as above). Multiplied (profiles fitted before):
     (F + 1e6) / (0.5 · peak · 0.375); outside: F / (0.5 · peak · 0.375) + 1e6 / (0.5 · peak)."""

@@ -371,27 +371,28 @@ def test_fit_recovers_the_maxpool_kind_curve_and_keeps_the_class_curve():
     assert got.curve(OpClass.ELEMENTWISE).peak_fraction == pytest.approx(0.02, rel=0.05)
 
 
-def test_fit_recovers_the_matmul_row_ramp_from_skinny_gemms():
-    """GEMMs with few rows (a GEMV-like M = 1…16 against wide weights) run far below square ones of
-    equal FLOPs: the matmul curve's rows ramp m / (m + half_rows) is fitted like a conv's."""
-    from simtrain.specs.efficiency import ComputeCurve
+def test_fit_recovers_the_matmul_panel_rate_from_skinny_gemms():
+    """GEMMs with few rows (M = 1…16 against wide weights) run far below square ones of equal FLOPs:
+    each call packs its k × n weight panel whatever its rows (``ComputeCurve.panel_bytes_per_s``), and
+    the fit finds that rate from skinny rows, forward and backward, beside the square grid."""
     dev = invented_device()
     truth = _truth_eff()
     truth = truth.model_copy(update={"compute": dict(truth.compute, **{
-        OpClass.MATMUL: truth.curve(OpClass.MATMUL).model_copy(update={"half_rows": 16.0})})})
+        OpClass.MATMUL: truth.curve(OpClass.MATMUL).model_copy(update={"panel_bytes_per_s": 20e9})})})
     rows = [r for r in _shapes() if r.op_class is not OpClass.MATMUL or r.params["m"] >= 512]
     for m, k, n in ((1, 4096, 4096), (4, 2048, 2048), (16, 1024, 4096), (64, 1024, 1024), (128, 2048, 512),
-                    (8, 4096, 1024)):
+                    (8, 4096, 1024), (4096, 64, 64)):
         rows.append(_row("gemm", OpClass.MATMUL, counts.gemm_counts(m, n, k, 4), m=m, n=n, k=k))
+        rows.append(_row("gemm", OpClass.MATMUL, counts.gemm_counts(m, n, k, 4, backward=True), "bw", 2, m=m, n=n, k=k))
     rng = np.random.default_rng(2)
     timed = []
     for r in rows:
         t = predict_row(r, dev, truth) * math.exp(0.02 * rng.standard_normal())
         timed.append(Row(r.bench, r.op_class, r.dtype, r.params, r.flops, r.bytes_moved, t, t, t, 5, r.phase, r.calls))
     got = fit_compute(timed, dev, _start_eff()).efficiency.curve(OpClass.MATMUL)
-    assert isinstance(got, ComputeCurve)
-    assert got.half_rows == pytest.approx(16.0, rel=0.3)
+    assert got.panel_bytes_per_s == pytest.approx(20e9, rel=0.2)
     assert got.peak_fraction == pytest.approx(truth.curve(OpClass.MATMUL).peak_fraction, rel=0.05)
+    assert got.half_rows == 0.0  # the panel, not a rows ramp, speaks for few rows
 
 
 def test_fit_finds_the_effective_cache_below_the_sysfs_size():
