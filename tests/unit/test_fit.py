@@ -237,6 +237,21 @@ def test_cpu_base_gets_first_principles_peak_and_only_measured_dtypes():
     assert d.efficiency.fixed_cost_unramped  # a new fit keeps the fixed cost outside the ramps
 
 
+def test_a_convolution_faster_than_every_gemm_sets_the_cpu_peak():
+    """A CPU's cpuinfo clock can be its base clock while the cores boost (a VM): a dense conv row timed
+    above both the derived peak and the best GEMM bounds the peak from below (the source names it)."""
+    cpu = invented_device(kind="cpu", efficiency=_start_eff().model_dump())
+    m = _synthetic(cpu, _truth_eff())
+    best_gemm = max((r for r in m.rows if r.bench == "gemm" and r.phase == "fw"), key=lambda r: r.flops_per_s)
+    conv = max((r for r in m.rows if r.bench == "conv2d" and r.phase == "fw"), key=lambda r: r.flops)
+    t = conv.flops / (1.5 * best_gemm.flops_per_s)  # the conv runs at 1.5× the best GEMM's rate
+    fast = replace(conv, median_s=t, p10_s=t * 0.98, p90_s=t * 1.02)
+    rows = tuple(fast if r is conv else r for r in m.rows)
+    d = fit(Measurements(rows, _facts("cpu", mhz=2000.0)), cpu).device
+    assert d.peak(DType.FP32) == pytest.approx(1.5 * best_gemm.flops_per_s)
+    assert "conv2d" in d.peak_flops_per_s[DType.FP32].source
+
+
 def test_profile_round_trips_and_works_as_a_device_spec(tmp_path):
     from simtrain.specs.hardware import Node
     from simtrain.specs.library import load_device
