@@ -154,8 +154,8 @@ def _working_cpu(base: Device, rows: list[Row], m: Measurements, tag: str) -> De
 _PEAK_CLASSES = frozenset({OpClass.MATMUL, OpClass.CONV})
 """Classes whose forward rows bound a CPU's fp32 peak from below: no kernel beats the hardware. The
 clock in /proc/cpuinfo is the base clock on a VM (2.6 GHz on this project's EPYC), while the cores
-boost: its dense 3×3 convolutions (oneDNN's AVX-512 kernels) ran at 462–481 GFLOP/s against a derived
-332 and the best GEMM's 230, so a peak taken from the GEMMs alone held the conv curve at its ceiling
+boost: its dense 3×3 convolutions (oneDNN's AVX-512 kernels) ran at 461–481 GFLOP/s against a derived
+332 and the best GEMM's 219–225, so a peak taken from the GEMMs alone held the conv curve at its ceiling
 of 1 and its rows 21–25 % over (MAPE, runs 35–39); with the convs' rate as the peak, 12–14 %."""
 
 
