@@ -10,8 +10,8 @@ bandwidth fraction and half-bytes, the launch overhead — through the estimator
 estimator's own collective model. What is kept: the base spec's datasheet peaks and bandwidths —
 except on a CPU, which has no datasheet: there the fp32 peak is this machine's first-principles peak
 (cores × SIMD lanes × FMA pipes × 2 × clock, mark D), or the best measured GEMM or convolution rate
-when that is higher (a VM's cpuinfo clock is its base clock) or the clock is unknown, and main-memory bandwidth is the fastest measured streaming rate
-(:func:`_working_cpu`). On a CPU whose passes met the machine's two placement modes, every row is first
+when that is higher (a VM's cpuinfo clock is its base clock) or the clock is unknown, and main-memory
+bandwidth is the fastest measured streaming rate (:func:`_working_cpu`). On a CPU whose passes met the machine's two placement modes, every row is first
 re-centred on the mix of modes the passes met, the same for every row (``modes.placement_mix``).
 Timings identify only peak × peak_fraction; anchoring the peak at first
 principles keeps the fitted fraction meaningful (≈ the MAMF ratio of hardware.md §1c). Re-deriving the
@@ -132,9 +132,10 @@ def _sourced(value: float, source: str, note: str | None = None) -> Sourced:
 def _working_cpu(base: Device, rows: list[Row], m: Measurements, tag: str) -> Device:
     """The CPU spec the fit runs against. A CPU has no datasheet, so its numbers come from this machine:
     fp32 peak = the first-principles peak of :func:`derived_cpu_peak_flops_per_s` (or the best GEMM or
-    convolution rate if that is higher or unknown: :func:`best_matrix_flops_per_s_rows`); dtypes not measured are dropped (``matrix_peak_flops_per_s`` then
-    runs them at the fp32 rate, as a CPU without native 16-bit math does); the vector rate follows the
-    fp32 peak; main-memory bandwidth = the fastest measured streaming op (mark D)."""
+    convolution rate if that is higher or unknown: :func:`best_matrix_flops_per_s_rows`); dtypes not
+    measured are dropped (``matrix_peak_flops_per_s`` then runs them at the fp32 rate, as a CPU without
+    native 16-bit math does); the vector rate follows the fp32 peak; main-memory bandwidth = the fastest
+    measured streaming op (mark D)."""
     best = best_matrix_flops_per_s_rows(rows)
     derived = derived_cpu_peak_flops_per_s(m.machine) if m.machine.device == "cpu" else None
     peak, src = derived or 0.0, "cores x fp32 SIMD lanes x FMA pipes x 2 x clock (/proc/cpuinfo)"

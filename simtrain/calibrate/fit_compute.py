@@ -239,7 +239,8 @@ def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base:
                 start: Efficiency) -> np.ndarray:
     """Best achieved fraction of peak per class (backward curves: of its backward rows); half sizes
     where the achieved rate is half the best (per flash-attention tile where ``start`` prices tiles);
-    the best streaming rate; half the fastest call as launch overhead; a strided-dX exponent of ½
+    the best streaming rate, and half of it as a panel rate (a pack reads and writes its bytes); half the
+    fastest call as launch overhead; a strided-dX exponent of ½
     (midway between a dedicated kernel and zero insertion)."""
     guess = dict(zip(names, np.exp(base), strict=True))
     if _STRIDE in guess:
