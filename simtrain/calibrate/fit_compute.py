@@ -10,12 +10,12 @@ positive), the soft-L1 loss with scale 0.2 (≈ 20 % in time) so a few noisy row
 and a weak prior ``λ · (θ − θ_base)`` (λ = 0.02) that pins parameters the rows cannot identify (a class
 whose rows are all memory-bound says nothing about its half_flops) to the base spec's values instead of
 letting them drift. The fit starts from the base values and from a data-driven guess (each class's best
-achieved rate, the median op size, the best streaming rate, half the fastest call) and keeps the better.
+achieved rate, the median op size, the best streaming rate, half the fastest call: :mod:`fit_starts`)
+and keeps the better. The parameter vector θ, its bounds and its map to an Efficiency: :mod:`fit_params`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,7 +24,6 @@ from scipy.optimize import least_squares
 
 from simtrain.calibrate.fit_names import (
     BW_SUFFIX,
-    KIND_ALIASES,
     KIND_CLASSES,
     KIND_PREFIX,
     LAUNCH_PREFIX,
@@ -33,27 +32,17 @@ from simtrain.calibrate.fit_names import (
     jacobian_sparsity,
     row_kind,
 )
-from simtrain.calibrate.predict import predict_row, row_flash_tiles, row_gemm, row_optimizer
+from simtrain.calibrate.fit_params import BOUNDS, STRIDE, efficiency_from, param_kind, theta_of
+from simtrain.calibrate.fit_starts import optimizer_guess, starts
+from simtrain.calibrate.predict import predict_row, row_optimizer
 from simtrain.calibrate.records import Row
-from simtrain.cost.compute import (
-    MATRIX_CLASSES,
-    launch_seconds,
-    matrix_peak_flops_per_s,
-)
 from simtrain.cost.optimizer import tensor_overhead_key
 from simtrain.glossary import OpClass
-from simtrain.specs.hardware import ComputeCurve, Device, Efficiency
+from simtrain.specs.hardware import Device, Efficiency
 
 __all__ = ["ComputeFit", "fit_compute", "efficiency_from", "PRIOR_WEIGHT", "BOUNDS"]
 
 PRIOR_WEIGHT = 0.02
-#: (low, high) of each parameter kind, in its own units.
-BOUNDS = {"peak_fraction": (1e-5, 1.0), "half_flops": (1.0, 1e14), "memory_bandwidth_fraction": (1e-4, 1.0),
-          "memory_half_bytes": (1.0, 1e11), "launch_overhead_s": (1e-9, 1e-1),
-          "cache_miss_bandwidth_fraction": (1e-3, 1.0), "strided_agrad_exponent": (1e-3, 2.0),
-          "half_rows": (1.0, 1e6), "half_depth": (1e-2, 1e5), "optimizer_tensor_overhead_s": (1e-9, 1e-2),
-          "optimizer_step_overhead_s": (1e-9, 1e-2),
-          "cache_bytes": (float(1 << 16), 1e12), "panel_bytes_per_s": (1e6, 1e13)}
 _GLOBALS = ("memory_bandwidth_fraction", "memory_half_bytes", "launch_overhead_s")
 _CACHE = ("cache_miss_bandwidth_fraction", "cache_bytes")
 """Fitted only when the start efficiency has a cache tier (``cache_bytes`` > 0, the machine's
@@ -86,11 +75,7 @@ memory-bound M = 1 product's compute leg and prices a weight gradient by its n i
 output. On run 37's GEMM rows (a scratch fit of the matmul curve alone, each placement mode): rows
 ramp 8.2 / 9.3 % MAPE, panel 6.9 / 8.5 %, the fitted ramp going to its floor once the panel is there.
 Convolutions keep the rows ramp: their weights are small beside their N·P·Q rows."""
-_STRIDE = "strided_agrad_exponent"
-"""Fitted when there are backward rows of strided convs."""
 _STEP_TENSOR_COUNTS = 3
-_OPTIM_MIN_START_S = 1e-6
-"""The smallest start of an optimizer's per-tensor overhead: 1 µs, about one Python statement."""
 _SHADOWED = frozenset({"layernorm", "rmsnorm", "batchnorm"})
 """Kinds whose rows also fit their class's curve (as if they had no curve of their own), so the class
 curve still speaks for the class's other kinds (group norm) instead of falling back to the base."""
@@ -113,7 +98,7 @@ def _names(classes: Sequence[OpClass], cache: bool = False, bw_classes: Sequence
     names = [f"{k}.{p}" for k in keys for p in ("peak_fraction", "half_flops")] + list(_GLOBALS)
     for p, fitted in (("half_rows", _ROWS_CLASSES), ("half_depth", _DEPTH_CLASSES), ("panel_bytes_per_s", _PANEL_CLASSES)):
         names += [f"{k}.{p}" for k in keys if OpClass(k.removesuffix(BW_SUFFIX)) in fitted]
-    return names + list(_CACHE) * cache + [_STRIDE] * strided
+    return names + list(_CACHE) * cache + [STRIDE] * strided
 
 
 def _optim_names(rows: Sequence[Row]) -> list[str]:
@@ -132,14 +117,6 @@ def _kind_names(rows: Sequence[Row]) -> list[str]:
     keys = sorted({row_kind(r) + (BW_SUFFIX if r.phase == "bw" else "") for r in rows if row_kind(r) in KIND_CLASSES})
     return [f"{KIND_PREFIX}{k}.{p}" for k in keys for p in ("peak_fraction", "half_flops")]
 
-def _curve_of(eff: Efficiency, key: str) -> ComputeCurve:
-    phase = "bw" if key.endswith(BW_SUFFIX) else "fw"
-    if key.startswith(KIND_PREFIX):
-        kind = key.removeprefix(KIND_PREFIX).removesuffix(BW_SUFFIX)
-        return eff.phase_curve(KIND_CLASSES[kind], phase, kind)
-    return eff.phase_curve(OpClass(key.removesuffix(BW_SUFFIX)), phase)
-
-
 def _launch_names(rows: Sequence[Row], start: Efficiency) -> list[str]:
     """One issue time per op class with compute rows, where ``start`` launches asynchronously."""
     if not start.launch_async:
@@ -147,171 +124,6 @@ def _launch_names(rows: Sequence[Row], start: Efficiency) -> list[str]:
     forward = sorted({r.op_class.value for r in rows if r.phase != "optim"})
     backward = sorted({r.op_class.value for r in rows if r.phase == "bw"})
     return [LAUNCH_PREFIX + c for c in forward] + [LAUNCH_PREFIX + c + BW_SUFFIX for c in backward]
-
-
-def _kind(name: str) -> str:
-    if name.startswith(LAUNCH_PREFIX):
-        return "launch_overhead_s"
-    if name.startswith(OPTIM_PREFIX):
-        return "optimizer_tensor_overhead_s"
-    if name.startswith(OPTIM_STEP_PREFIX):
-        return "optimizer_step_overhead_s"
-    return name.rsplit(".", 1)[-1]
-
-
-def efficiency_from(theta: np.ndarray, names: Sequence[str], start: Efficiency) -> Efficiency:
-    """The Efficiency whose fitted fields are exp(θ) (unvalidated copy: cheap inside the fit loop)."""
-    values = dict(zip(names, np.exp(theta), strict=True))
-    compute, backward, kinds = dict(start.compute), dict(start.backward_compute), dict(start.kind_compute)
-    for name in names:
-        if "." in name:
-            key = name.split(".")[0]
-            curve = ComputeCurve.model_construct(peak_fraction=float(values[f"{key}.peak_fraction"]),
-                                                 half_flops=float(values[f"{key}.half_flops"]),
-                                                 half_rows=float(values.get(f"{key}.half_rows", 0.0)),
-                                                 half_depth=float(values.get(f"{key}.half_depth", 0.0)),
-                                                 panel_bytes_per_s=float(values.get(f"{key}.panel_bytes_per_s", 0.0)))
-            if key.startswith(KIND_PREFIX):
-                kind, bw = key.removeprefix(KIND_PREFIX).removesuffix(BW_SUFFIX), BW_SUFFIX * key.endswith(BW_SUFFIX)
-                kinds.update({k + bw: curve for k in (kind, *KIND_ALIASES.get(kind, ()))})
-            else:
-                (backward if key.endswith(BW_SUFFIX) else compute)[OpClass(key.removesuffix(BW_SUFFIX))] = curve
-    optim = dict(start.optimizer_tensor_overhead_s)
-    optim.update({n.removeprefix(OPTIM_PREFIX): float(values[n]) for n in names if n.startswith(OPTIM_PREFIX)})
-    step = dict(start.optimizer_step_overhead_s)
-    step.update({n.removeprefix(OPTIM_STEP_PREFIX): float(values[n]) for n in names if n.startswith(OPTIM_STEP_PREFIX)})
-    launch, bw_launch = dict(start.class_launch_overhead_s), dict(start.backward_class_launch_overhead_s)
-    for n in (n for n in names if n.startswith(LAUNCH_PREFIX)):
-        key = n.removeprefix(LAUNCH_PREFIX)
-        (bw_launch if key.endswith(BW_SUFFIX) else launch)[OpClass(key.removesuffix(BW_SUFFIX))] = float(values[n])
-    update = {g: float(values[g]) for g in names
-              if "." not in g and not g.startswith((OPTIM_PREFIX, OPTIM_STEP_PREFIX, LAUNCH_PREFIX))}
-    return start.model_copy(update={"compute": compute, "backward_compute": backward, "kind_compute": kinds,
-                                    "optimizer_tensor_overhead_s": optim, "optimizer_step_overhead_s": step,
-                                    "class_launch_overhead_s": launch,
-                                    "backward_class_launch_overhead_s": bw_launch, **update})
-
-
-def _theta_of(eff: Efficiency, names: Sequence[str]) -> np.ndarray:
-    vals = []
-    for name in names:
-        if name.startswith(LAUNCH_PREFIX):
-            key = name.removeprefix(LAUNCH_PREFIX)
-            vals.append(launch_seconds(OpClass(key.removesuffix(BW_SUFFIX)), eff, "bw" if key.endswith(BW_SUFFIX) else "fw"))
-        elif name.startswith(OPTIM_PREFIX):
-            vals.append(eff.optimizer_tensor_overhead_s.get(name.removeprefix(OPTIM_PREFIX), 0.0))
-        elif name.startswith(OPTIM_STEP_PREFIX):
-            vals.append(eff.optimizer_step_overhead_s.get(name.removeprefix(OPTIM_STEP_PREFIX), 0.0))
-        elif "." in name:
-            key, field = name.split(".")
-            value = getattr(_curve_of(eff, key), field)
-            # no panel term (0) is the fastest rate the bounds allow, not the slowest
-            vals.append(BOUNDS[field][1] if field == "panel_bytes_per_s" and value <= 0 else value)
-        else:
-            vals.append(getattr(eff, name))
-    return np.log([min(max(v, BOUNDS[_kind(n)][0]), BOUNDS[_kind(n)][1]) for v, n in zip(vals, names, strict=True)])
-
-
-def _reference_peak(row: Row, device: Device) -> float:
-    if row.op_class in MATRIX_CLASSES:
-        return matrix_peak_flops_per_s(device, row.dtype)
-    return device.vector_peak_flops_per_s
-
-
-def _half_point(sizes: Sequence[float], rates: Sequence[float]) -> float:
-    """The size whose achieved rate is closest to half the best rate: the definition of a half size."""
-    best = max(rates)
-    return min(zip(sizes, rates, strict=True), key=lambda sr: abs(math.log(max(sr[1], 1e-300) / (best / 2))))[0]
-
-
-def _rows_of(rows: Sequence[Row], key: str) -> list[Row]:
-    """The rows a curve key speaks for: a class's (its backward rows for ``@bw``), or a kind's bench."""
-    bw = key.endswith(BW_SUFFIX)
-    if key.startswith(KIND_PREFIX):
-        kind = key.removeprefix(KIND_PREFIX).removesuffix(BW_SUFFIX)
-        return [r for r in rows if row_kind(r) == kind and (r.phase == "bw") == bw]
-    cls = OpClass(key.removesuffix(BW_SUFFIX))
-    return [r for r in rows if r.op_class == cls and r.flops > 0 and r.phase != "optim"
-            and (r.phase == "bw" or not bw)]
-
-
-def _data_guess(rows: Sequence[Row], names: Sequence[str], device: Device, base: np.ndarray,
-                start: Efficiency) -> np.ndarray:
-    """Best achieved fraction of peak per class (backward curves: of its backward rows); half sizes
-    where the achieved rate is half the best (per flash-attention tile where ``start`` prices tiles);
-    the best streaming rate, and half of it as a panel rate (a pack reads and writes its bytes); half the
-    fastest call as launch overhead; a strided-dX exponent of ½
-    (midway between a dedicated kernel and zero insertion)."""
-    guess = dict(zip(names, np.exp(base), strict=True))
-    if _STRIDE in guess:
-        guess[_STRIDE] = 0.5
-    for name in names:
-        if name.endswith(".peak_fraction"):
-            key = name.split(".")[0]
-            mine = _rows_of(rows, key)
-            guess[name] = max(r.flops_per_s / _reference_peak(r, device) for r in mine)
-            if f"{key}.half_rows" in guess:  # a size in the middle of the rows the grid spans
-                guess[f"{key}.half_rows"] = float(np.median([row_gemm(r)[1] for r in mine]))
-            if f"{key}.half_depth" in guess:
-                guess[f"{key}.half_depth"] = float(np.median([row_gemm(r)[0].k for r in mine]))
-            guess[f"{key}.half_flops"] = _half_point([r.flops / r.calls / row_flash_tiles(r, device, start)
-                                                      for r in mine], [r.flops_per_s for r in mine])
-    streaming = [r for r in rows if r.op_class not in MATRIX_CLASSES and r.bytes_moved > 0]
-    guess["memory_bandwidth_fraction"] = max(r.bytes_per_s for r in streaming) / device.memory_bandwidth_bytes_per_s
-    for name in (n for n in names if n.endswith(".panel_bytes_per_s")):  # a copy reads and writes the panel
-        guess[name] = max(r.bytes_per_s for r in streaming) / 2
-    guess["memory_half_bytes"] = _half_point([r.bytes_moved / r.calls for r in streaming],
-                                             [r.bytes_per_s for r in streaming])
-    guess["launch_overhead_s"] = min(r.median_s / r.calls for r in rows) / 2
-    for name in (n for n in names if n.startswith(LAUNCH_PREFIX)):  # a class's quickest call: its issue time
-        key = name.removeprefix(LAUNCH_PREFIX)
-        cls, bw = OpClass(key.removesuffix(BW_SUFFIX)), key.endswith(BW_SUFFIX)
-        guess[name] = min(r.median_s / r.calls for r in rows if r.op_class == cls and r.phase != "optim"
-                          and (r.phase == "bw") == bw)
-    return np.log([min(max(guess[n], BOUNDS[_kind(n)][0]), BOUNDS[_kind(n)][1]) for n in names])
-
-
-def _optimizer_guess(rows: Sequence[Row], names: Sequence[str], device: Device, theta: np.ndarray,
-                     start: Efficiency) -> np.ndarray:
-    """``theta`` (a fit without the optimizer overheads) extended by each optimizer's overheads at what
-    its rows leave unexplained (measured − predicted without them): per tensor, the median of that over
-    the tensor count; where the key also has a per-step overhead, the least-squares line through it
-    against the tensor count (:func:`_per_step_and_tensor`). Each at least :data:`_OPTIM_MIN_START_S`
-    (the fit works in log space, where a start near 0 has no gradient: ∂t/∂ln θ ∝ θ; the bounds still
-    let it go to 1 ns)."""
-    eff = efficiency_from(theta, names[:len(theta)], start)
-    fitted = set(names[len(theta):])
-    starts: dict[str, tuple[float, float]] = {}  # key → (per step, per tensor), each key's rows predicted once
-    for key in {n.split(":", 1)[1] for n in fitted}:
-        mine = [r for r in rows if r.phase == "optim" and tensor_overhead_key(*row_optimizer(r)) == key]
-        tensors = [max(int(r.params.get("tensors", 1)), 1) for r in mine]
-        left = [r.median_s - predict_row(r, device, eff) for r in mine]
-        starts[key] = (_per_step_and_tensor(left, tensors) if OPTIM_STEP_PREFIX + key in fitted
-                       else (0.0, float(np.median([x / t for x, t in zip(left, tensors, strict=True)]))))
-    extra = []
-    for name in names[len(theta):]:
-        per_step, per_tensor = starts[name.split(":", 1)[1]]
-        value = per_step if name.startswith(OPTIM_STEP_PREFIX) else per_tensor
-        extra.append(math.log(min(max(value, _OPTIM_MIN_START_S), BOUNDS[_kind(name)][1])))
-    return np.concatenate([theta, extra])
-
-
-def _per_step_and_tensor(left: Sequence[float], tensors: Sequence[int]) -> tuple[float, float]:
-    """(intercept, slope) of the least-squares line through (tensor count, seconds unexplained)."""
-    t, y = np.asarray(tensors, dtype=float), np.asarray(left, dtype=float)
-    slope, intercept = np.polyfit(t, y, 1)
-    return float(intercept), float(slope)
-
-
-def _starts(rows: Sequence[Row], names: Sequence[str], device: Device, prior: np.ndarray,
-            start: Efficiency) -> list[np.ndarray]:
-    """The base values, the data guess, and the data guess with every half size ÷ 30 (launch overhead
-    absorbs part of the small-op slowdown, so the true half sizes are often below the half points).
-    Several starts because a half size far below its true value has almost no gradient (∂t/∂ln h ∝ h)."""
-    guess = _data_guess(rows, names, device, prior, start)
-    smaller = guess - np.array([math.log(30.0) if _kind(n).startswith(("half", "memory_half")) else 0.0
-                                for n in names])
-    return [prior, guess, smaller]
 
 
 def _unidentified(jac: np.ndarray, n_rows: int, names: Sequence[str]) -> tuple[str, ...]:
@@ -326,7 +138,7 @@ def fit_compute(rows: Sequence[Row], device: Device, start: Efficiency) -> Compu
 
     Two stages: every curve and global from several starts with the optimizers' per-tensor overheads
     left at the start's values, then everything together from that optimum with each overhead started
-    at what its rows leave unexplained (:func:`_optimizer_guess`). Fitted from the multi-start alone,
+    at what its rows leave unexplained (``fit_starts.optimizer_guess``). Fitted from the multi-start alone,
     the overheads steered a start that otherwise finds the truth of a synthetic set into another basin
     (memory_half_bytes at its bound, the launch overhead 60 % high)."""
     rows = [r for r in rows if r.op_class is not None]
@@ -339,11 +151,11 @@ def fit_compute(rows: Sequence[Row], device: Device, start: Efficiency) -> Compu
     names = (_names(classes, start.cache_bytes > 0 and tier is None, bw_classes, strided) + _kind_names(rows)
              + _launch_names(rows, start))
     shadow = [r for r in rows if r.bench in _SHADOWED and f"{KIND_PREFIX}{r.bench}.peak_fraction" in names]
-    first = _solve(rows, shadow, device, start, names, _starts(rows, names, device, _theta_of(start, names), start))
+    first = _solve(rows, shadow, device, start, names, starts(rows, names, device, theta_of(start, names), start))
     best = first
     optim = _optim_names(rows)
     if optim:
-        x0 = _optimizer_guess(rows, names + optim, device, first.x, start)
+        x0 = optimizer_guess(rows, names + optim, device, first.x, start)
         names = names + optim
         best = _solve(rows, shadow, device, start, names, [x0])
     eff = efficiency_from(best.x, names, start)
@@ -371,7 +183,7 @@ def _cache_tier(rows: Sequence[Row], device: Device, start: Efficiency) -> dict[
     if min(above, len(copies) - above) < _CACHE_MIN_ROWS:
         return None
     names = [*_GLOBALS, *_CACHE]
-    best = _solve(copies, [], device, start, names, _starts(copies, names, device, _theta_of(start, names), start))
+    best = _solve(copies, [], device, start, names, starts(copies, names, device, theta_of(start, names), start))
     values = dict(zip(names, np.exp(best.x), strict=True))
     return {n: float(values[n]) for n in _CACHE}
 
@@ -389,10 +201,10 @@ def _solve(rows: Sequence[Row], shadow: Sequence[Row], device: Device, start: Ef
     """``least_squares`` on the log-time residuals of ``rows`` (and ``shadow`` rows on their class's
     curve) plus the prior, from each of ``starts``; the result of lowest cost."""
     log_t = np.log([r.median_s for r in rows] + [r.median_s for r in shadow])
-    prior = _theta_of(start, names)
+    prior = theta_of(start, names)
     weight = PRIOR_WEIGHT * np.array([0.0 if n.startswith(OPTIM_PREFIX) else 1.0 for n in names])
-    lo = np.log([BOUNDS[_kind(n)][0] for n in names])
-    hi = np.log([BOUNDS[_kind(n)][1] for n in names])
+    lo = np.log([BOUNDS[param_kind(n)][0] for n in names])
+    hi = np.log([BOUNDS[param_kind(n)][1] for n in names])
 
     def resid(theta: np.ndarray) -> np.ndarray:
         eff = efficiency_from(theta, names, start)

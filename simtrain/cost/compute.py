@@ -225,10 +225,8 @@ def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DTyp
         rows, depth = _rows_and_depth(_conv_lanes(gemm, op_class), m_rows, phase)
         ramps = rows / (rows + curve.half_rows) * depth / (depth + curve.half_depth)
     fixed_flops = max(tiles, 1.0) * curve.half_flops
-    panel_s = panel_seconds(gemm, dtype, curve) if matrix else 0.0
-    if eff.fixed_cost_unramped:
-        return flops / (rate * ramps) + fixed_flops / fixed_rate + panel_s
-    return flops / (rate * ramps) + fixed_flops / (fixed_rate * ramps) + panel_s
+    fixed_s = fixed_flops / (fixed_rate if eff.fixed_cost_unramped else fixed_rate * ramps)
+    return flops / (rate * ramps) + fixed_s + (panel_seconds(gemm, dtype, curve) if matrix else 0.0)
 
 
 def panel_seconds(gemm: Gemm | None, dtype: DType, curve: ComputeCurve) -> float:
