@@ -19,6 +19,7 @@ from simtrain.cost.data_pipeline import pipeline_times
 from simtrain.cost.emulation import emulated_cluster, emulation_warning
 from simtrain.cost.fpga import execution_problems
 from simtrain.cost.precision import regime
+from simtrain.cost.realisation import interference_s, realisation_lines
 from simtrain.errors import SimtrainError, SpecError
 from simtrain.graph.model import Model
 from simtrain.graph.summary import MATRIX_CLASSES
@@ -102,7 +103,7 @@ def estimate(model: Model | str, cluster: Cluster | str, cfg: TrainConfig | dict
     dict of TrainConfig fields; an argument of another type raises :class:`SimtrainError`."""
     model, cluster, cfg = as_model(model), as_cluster(cluster), as_config(cfg)
     try:
-        cfg = resolve_stack(cfg)
+        cfg = resolve_stack(cfg, cluster.device)
         cluster = emulated_cluster(cluster, regime(cfg.precision).matmul_dtype, cfg.emulate_precision)
         model = prepare_model(model, cfg)
         program = build_program(model, cluster, cfg, comm)
@@ -128,16 +129,20 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
         finish_s = pipeline_finish_s([st.forward_s / v for st in stages], [st.backward_s / v for st in stages], m,
                                      cfg.pipeline_schedule, v, [st.sync_before_s for st in stages])
     waits = [_sync_wait_s(cluster, lay, st) for st in stages]
-    ends = [f + w + st.sync_after_s + st.optimizer_s for f, w, st in zip(finish_s, waits, stages, strict=True)]
+    lines = [_realisation(cluster, cfg, lay, st, f) for st, f in zip(stages, finish_s, strict=True)]
+    ends = [f + w + st.sync_after_s + st.optimizer_s + sum(x.values())
+            for f, w, st, x in zip(finish_s, waits, stages, lines, strict=True)]
     last = max(range(len(stages)), key=ends.__getitem__)
     ender, slowest = stages[last], max(stages, key=lambda st: st.microbatch_s)
     busy_s = ends[last]
     data = (data or (lambda s: pipeline_times(cfg.data, cfg.global_batch_size / lay.dp, s, cluster.node)))(busy_s)
+    interference = interference_s(ender, m)
     breakdown = {
         "compute": m * (ender.fw_s + ender.bw_s), "recompute": m * ender.recompute_s,
-        "comm_exposed": m * ender.exposed_comm_s() + ender.sync_before_s + ender.sync_after_s + waits[last],
+        "comm_exposed": m * ender.exposed_comm_s() + ender.sync_before_s + ender.sync_after_s + waits[last]
+        - interference,
         "pipeline_bubble": max(0.0, finish_s[last] - (ender.sync_before_s + m * ender.microbatch_s)),
-        "data_stall": data.stall_s, "optimizer": ender.optimizer_s,
+        "data_stall": data.stall_s, "optimizer": ender.optimizer_s, "interference": interference, **lines[last],
     }
     step_s = data.iteration_s
     memories = stage_memories(model, cluster, cfg, program)
@@ -179,6 +184,15 @@ def _sync_wait_s(cluster: Cluster, lay: Layout, stage) -> float:
     sigma = device_efficiency(cluster.device).rank_jitter_sigma
     work_s = lay.micro_batches * (stage.fw_s + stage.bw_s + stage.recompute_s)
     return sync_wait_seconds(work_s, lay.dp * lay.tp * lay.pp * lay.cp, sigma)
+
+
+def _realisation(cluster: Cluster, cfg: TrainConfig, lay: Layout, stage, span_s: float) -> dict:
+    """The stack's realisation lines of one pipeline rank (cost/realisation.py): idle gaps, host gaps
+    and the wait for stragglers among the job's ranks."""
+    from simtrain.cost.compute import device_efficiency
+    sigma = device_efficiency(cluster.device).rank_jitter_sigma
+    return realisation_lines(stack_of(cfg), stage, lay.micro_batches, span_s, lay.dp * lay.tp * lay.pp * lay.cp,
+                             sigma)
 
 
 def _value(sourced):

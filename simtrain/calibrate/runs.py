@@ -15,6 +15,19 @@ prediction by ≥ 1 % when doubled) and dropping, one at a time, any the fit can
 Gauss-Newton covariance ``s² (JᵀJ)⁻¹``, with ``s`` the residual scatter — never below
 :data:`RUN_NOISE`, the run-to-run spread of a measured step time — reported as a relative (±)
 figure. Leave-one-out: each record predicted by a fit on the others (needs ≥ 2 records).
+
+Runs predicted not to fit: a record is a run that ran, so it did fit. When ``st.estimate`` says its
+layout overflows device memory (``feasible`` False with only the out-of-memory reason, yet a finite
+step time), its step time is fitted all the same and the calibration carries a warning naming the
+record with its predicted reserved memory against the usable capacity (``Calibration.warnings``).
+Every record's fit keeps its predicted peak reserved bytes and, when the run gave
+``peak_memory_bytes``, the memory residual predicted / measured − 1 (``RecordFit.memory_error``).
+A record whose layout cannot be built (no finite step time: e.g. a tp that does not divide the
+heads) is still a :class:`SpecError` naming the record and the reasons. The factors scale rates,
+never memory, so the fit cannot change which records fit.
+
+Any cluster size: records may come from one device or many nodes, and ``cal.apply`` takes any node
+count: the factors scale the device's efficiency profile (communication: every link tier alike).
 """
 
 from __future__ import annotations
@@ -101,11 +114,28 @@ class RecordFit(Spec):
     predicted_s: float
     loo_predicted_s: float | None = None
     measured_memory_bytes: float | None = None
+    """The run's measured peak reserved memory (``RunRecord.peak_memory_bytes``), if given."""
     predicted_memory_bytes: float | None = None
+    """Predicted peak reserved bytes of the busiest rank (``StepReport.memory.reserved_bytes``)."""
+    memory_capacity_bytes: Annotated[float, Field(gt=0)] | None = None
+    """That rank's usable device memory: predicted reserved above it is a run predicted not to fit."""
 
     @property
     def error(self) -> float:
         return self.predicted_s / self.measured_s - 1.0
+
+    @property
+    def memory_error(self) -> float | None:
+        """Relative memory residual predicted / measured − 1 (None without both numbers)."""
+        if self.predicted_memory_bytes is None or not self.measured_memory_bytes:
+            return None
+        return self.predicted_memory_bytes / self.measured_memory_bytes - 1.0
+
+    @property
+    def predicted_overflow(self) -> bool:
+        """True when the predicted reserved bytes exceed the usable capacity."""
+        return (self.predicted_memory_bytes is not None and self.memory_capacity_bytes is not None
+                and self.predicted_memory_bytes > self.memory_capacity_bytes)
 
     @property
     def loo_error(self) -> float | None:
@@ -145,6 +175,8 @@ class Calibration(Spec):
     """Per op class of a profiler-trace calibration (st.calibrate_classes): measured vs predicted."""
     measured_step_s: Annotated[float, Field(gt=0)] | None = None
     """The traced run's mean step wall time (None without step markers)."""
+    warnings: tuple[str, ...] = ()
+    """One line per record that ran although predicted not to fit in memory (its time fitted anyway)."""
 
     def model_post_init(self, _context) -> None:
         check_factors(self.factors)
@@ -168,8 +200,10 @@ class Calibration(Spec):
         for r in self.records:
             loo = "" if r.loo_error is None else f"   left out {100 * r.loo_error:+.1f} %"
             lines.append(f"  {r.name:<40} measured {r.measured_s:.4g} s  fitted {100 * r.error:+.1f} %{loo}")
+            lines += _memory_lines(r)
         if self.loo_error is not None:
             lines.append(f"  leave-one-out mean |error| {100 * self.loo_error:.1f} %")
+        lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines + self._class_lines())
 
     def _class_lines(self) -> list[str]:
@@ -185,6 +219,18 @@ class Calibration(Spec):
             lines.append(f"  step {1e3 * self.measured_step_s:.3f} ms, of which {100 * covered / self.measured_step_s:.0f} % "
                          "inside ops (the rest: Python and the autograd engine between them)")
         return lines
+
+
+def _memory_lines(r: RecordFit) -> list[str]:
+    """The record's memory: predicted reserved vs usable, and vs measured when the run gave it."""
+    from simtrain.report.format import format_bytes
+    if r.predicted_memory_bytes is None:
+        return []
+    cap = "" if r.memory_capacity_bytes is None else f" of {format_bytes(r.memory_capacity_bytes)} usable"
+    over = "  (predicted not to fit)" if r.predicted_overflow else ""
+    measured = "" if r.memory_error is None else (f"  measured {format_bytes(r.measured_memory_bytes)}"
+                                                  f"  memory {100 * r.memory_error:+.1f} %")
+    return [f"    memory: predicted {format_bytes(r.predicted_memory_bytes)} reserved{cap}{measured}{over}"]
 
 
 def load_calibration(path: str | Path) -> Calibration:
@@ -211,14 +257,25 @@ def _predict(rec: RunRecord, factors: dict[str, float]):
     return estimate(rec.model, scaled_cluster(rec.cluster, factors) if factors else rec.cluster, rec.config)
 
 
+def _memory_only(r) -> bool:
+    """Infeasible only because the predicted memory overflows: the step time is still predicted."""
+    return not r.feasible and r.memory is not None and not r.memory.fits and math.isfinite(r.step_time_s)
+
+
+def _fittable(r) -> bool:
+    """A prediction a run's step time can be fitted to: feasible, or over memory only (the run ran,
+    so it did fit: the memory model over-predicts it; its time model still holds)."""
+    return (r.feasible and math.isfinite(r.step_time_s)) or _memory_only(r)
+
+
 def _log_errors(records, names, theta) -> np.ndarray:
     factors = dict(zip(names, np.exp(theta), strict=True))
     out = []
     for rec in records:
         r = _predict(rec, factors)
-        if not r.feasible or not math.isfinite(r.step_time_s):
-            raise SpecError.one(rec.label, "config", "the run is predicted infeasible: "
-                                + "; ".join(r.reasons)[:300])
+        if not _fittable(r):
+            raise SpecError.one(rec.label, "config", "the run is predicted infeasible, not for memory alone "
+                                "(its layout cannot be built here): " + "; ".join(r.reasons)[:300])
         out.append(math.log(r.step_time_s / rec.step_time_s))
     return np.array(out)
 
@@ -289,14 +346,16 @@ def calibrate_runs(records, factors: list[str] | None = None) -> Calibration:
         theta, residuals, jac = _fit(records, names)
     fitted = dict(zip(names, (float(v) for v in np.exp(theta)), strict=True))
     loo = _leave_one_out(records, names) if len(records) >= 2 else [None] * len(records)
-    fits = [_record_fit(rec, fitted, p) for rec, p in zip(records, loo, strict=True)]
+    pairs = [_record_fit(rec, fitted, p) for rec, p in zip(records, loo, strict=True)]
+    fits = [fit for fit, _ in pairs]
     loo_errors = [abs(f.loo_error) for f in fits if f.loo_error is not None]
     stacks = {_stack_name(r.config) for r in records}
     devices = {r.cluster.device.name for r in records}
     return Calibration(factors=fitted, uncertainty=_uncertainty(names, residuals, jac),
                        loo_error=(sum(loo_errors) / len(loo_errors)) if loo_errors else None,
                        records=fits, stack=", ".join(sorted(stacks)), device=", ".join(sorted(devices)),
-                       source=f"st.calibrate_runs on {len(records)} run(s)")
+                       source=f"st.calibrate_runs on {len(records)} run(s)",
+                       warnings=tuple(note for _, note in pairs if note is not None))
 
 
 def _stack_name(cfg) -> str:
@@ -311,14 +370,30 @@ def _leave_one_out(records, names) -> list[float | None]:
         sub = names[:len(rest)]
         theta, _, _ = _fit(rest, sub)
         r = _predict(rec, dict(zip(sub, np.exp(theta), strict=True)))
-        out.append(r.step_time_s if r.feasible else None)
+        out.append(r.step_time_s if _fittable(r) else None)
     return out
 
 
-def _record_fit(rec: RunRecord, factors: dict[str, float], loo_s: float | None) -> RecordFit:
+def _record_fit(rec: RunRecord, factors: dict[str, float], loo_s: float | None) -> tuple[RecordFit, str | None]:
+    """The record's fit, and the warning when it ran although predicted not to fit in memory."""
     r = _predict(rec, factors)
-    mem = None
+    mem = cap = None
     if r.memory is not None:
-        mem = getattr(r.memory, "reserved_bytes", r.memory.total_bytes)
-    return RecordFit(name=rec.label, measured_s=rec.step_time_s, predicted_s=r.step_time_s, loo_predicted_s=loo_s,
-                     measured_memory_bytes=rec.peak_memory_bytes, predicted_memory_bytes=mem)
+        mem, cap = r.memory.reserved_bytes, r.memory.capacity_bytes
+    fit = RecordFit(name=rec.label, measured_s=rec.step_time_s, predicted_s=r.step_time_s, loo_predicted_s=loo_s,
+                    measured_memory_bytes=rec.peak_memory_bytes, predicted_memory_bytes=mem,
+                    memory_capacity_bytes=cap)
+    return fit, (_overflow_warning(fit, r.reasons) if _memory_only(r) else None)
+
+
+def _overflow_warning(fit: RecordFit, reasons) -> str:
+    from simtrain.report.format import format_bytes
+    if fit.predicted_overflow:
+        why = (f"reserves {format_bytes(fit.predicted_memory_bytes)} of "
+               f"{format_bytes(fit.memory_capacity_bytes)} usable")
+    else:  # over another limit (e.g. the host memory of offloaded state)
+        why = "; ".join(reasons)[:300]
+    measured = "" if fit.memory_error is None else (f" (measured {format_bytes(fit.measured_memory_bytes)}: "
+                                                    f"predicted {100 * fit.memory_error:+.1f} %)")
+    return (f"{fit.name}: ran, yet predicted not to fit in memory: {why}{measured}; "
+            "its step time is fitted all the same")

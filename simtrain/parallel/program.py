@@ -25,6 +25,7 @@ from simtrain.cost.optimizer import (
     tensor_overhead_seconds,
 )
 from simtrain.cost.precision import Regime, regime
+from simtrain.cost.realisation import attention_realised
 from simtrain.graph.model import Model
 from simtrain.graph.op import Op
 from simtrain.parallel.cold_calls import ColdCalls, cold_calls
@@ -76,6 +77,9 @@ class StageProgram:
     """Per micro-batch seconds of memory-bound ops (fw + bw)."""
     op_times: tuple[tuple[str, str, float], ...] = field(default=())
     """(name, kind, seconds per micro-batch incl. fw + bw + recompute) of the stage's ops."""
+    kernels: float = 0.0
+    """Kernels one micro-batch launches on this stage (fw + bw + recompute): what a per-kernel gap
+    costs (cost/realisation.py)."""
 
     def exposed_comm_s(self, phase: str | None = None) -> float:
         return sum(t.exposed_s for t in self.comm if phase is None or t.phase == phase)
@@ -121,7 +125,8 @@ class _OpCoster:
                  moe_imbalance: float = 1.0, stack: Stack | None = None) -> None:
         self.device, self.reg, self.lay, self.sp, self.imbalance = cluster.device, reg, lay, sp, moe_imbalance
         self.stack = stack
-        self.eff = device_efficiency(cluster.device)
+        self.eff = attention_realised(device_efficiency(cluster.device),
+                                      stack.attention_realisation if stack is not None else 1.0)
         self.micro = lay.micro_batch / lay.cp  # context parallelism splits every sequence cp ways
         key = ("costs", id(self.device), reg.precision, self.micro, lay.tp, sp, lay.ep, moe_imbalance, stack)
         memo = model_index(model).memo if model is not None else {}
@@ -234,7 +239,8 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
     # the last backward task (one of v chunks) hides the gradient sync; the first forward task, the gathers
     dp_comm = step_comm(pm, cfg, lay, reg, comm, (fw + exp_fw) / lay.v, (bw + rc + exp_bw) / lay.v, gathers / lay.v)
     opt_s = _optimizer_seconds(pm.trainable_count, items, cfg, lay, reg, coster)
-    return StageProgram(stage, blocks, fw, bw, rc, fwf, bwf, rcf, mb_comm, dp_comm, opt_s, pm, mem, tuple(times))
+    return StageProgram(stage, blocks, fw, bw, rc, fwf, bwf, rcf, mb_comm, dp_comm, opt_s, pm, mem, tuple(times),
+                        fwk + bwk + rck)
 
 
 def stage_compute(items, cfg: TrainConfig, coster: _OpCoster) -> tuple:

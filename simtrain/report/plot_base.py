@@ -16,7 +16,9 @@ __all__ = ["new_figure", "finish", "PALETTE", "MEMORY_COLOURS", "BREAKDOWN_COLOU
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 
 BREAKDOWN_COLOURS = {"compute": PALETTE[0], "recompute": PALETTE[5], "comm_exposed": PALETTE[3],
-                     "pipeline_bubble": PALETTE[1], "data_stall": PALETTE[4], "optimizer": PALETTE[2]}
+                     "pipeline_bubble": PALETTE[1], "data_stall": PALETTE[4], "optimizer": PALETTE[2],
+                     "interference": PALETTE[6], "idle_gaps": "#999999", "host_gaps": "#bbbbbb",
+                     "stragglers": PALETTE[7]}
 
 MEMORY_COLOURS = {"params": PALETTE[0], "grads": PALETTE[5], "optimizer": PALETTE[2],
                   "activations": PALETTE[1], "buffers": PALETTE[4], "overhead": "#999999",

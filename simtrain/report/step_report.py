@@ -12,7 +12,8 @@ from simtrain.errors import SimtrainError
 __all__ = ["StepReport", "MemoryReport", "OpTime", "CommReport", "BREAKDOWN_KEYS", "ENERGY_MODEL", "device_watts",
            "DEFAULT_IDLE_FRACTION_OF_TDP", "J_PER_KWH"]
 
-BREAKDOWN_KEYS = ("compute", "recompute", "comm_exposed", "pipeline_bubble", "data_stall", "optimizer")
+BREAKDOWN_KEYS = ("compute", "recompute", "comm_exposed", "pipeline_bubble", "data_stall", "optimizer",
+                  "interference", "idle_gaps", "host_gaps", "stragglers")
 
 ENERGY_MODEL = (
     "energy = devices × step_time × (idle_power + (tdp − idle_power) × busy_fraction); busy_fraction = "

@@ -71,7 +71,18 @@ def _vectorizable(cfg, cluster) -> bool:
     data_free = d.sample_bytes is None and d.device_bytes_per_sample is None and d.transform_seconds_per_sample == 0
     return (data_free and not cfg.frozen_prefixes and cfg.recompute_num_layers is None
             and cfg.recompute_every_k_blocks is None and cluster.device.memory_external is None
-            and _jitter_free(cluster.device))
+            and _jitter_free(cluster.device) and realisation_free(_stack(cfg)))
+
+
+def realisation_free(stack) -> bool:
+    """No idle gaps, host gaps or stragglers on the stack: the factoring has no term for them."""
+    from simtrain.cost.realisation import realisation_free as free
+    return free(stack)
+
+
+def _stack(cfg):
+    from simtrain.specs.stack import stack_of
+    return stack_of(cfg)
 
 
 def _jitter_free(device) -> bool:
@@ -90,7 +101,7 @@ def _setting(model, cluster, fields: dict, tables: dict):
     from simtrain.specs.stack import resolve_stack, stack_of
     from simtrain.specs.train import TrainConfig
     try:
-        cfg = resolve_stack(TrainConfig.build(None, **fields))
+        cfg = resolve_stack(TrainConfig.build(None, **fields), cluster.device)
         reg = regime(cfg.precision)
         if emulated_cluster(cluster, reg.matmul_dtype, cfg.emulate_precision) is not cluster or \
                 not _vectorizable(cfg, cluster):

@@ -76,7 +76,7 @@ def simulate(model, cluster, cfg, *, granularity: str = "chunk", contention: boo
     model, cluster, cfg = as_model(model), as_cluster(cluster), as_config(cfg)
     _check_arguments(granularity, steps)
     try:
-        cfg = resolve_stack(cfg)
+        cfg = resolve_stack(cfg, cluster.device)
         model = prepare_model(model, cfg)
         program = build_program(model, cluster, cfg)
         if isinstance(program, list):

@@ -73,6 +73,33 @@ class Stack(Spec):
     comm_compute_slowdown: Share = 0.0
     """While an overlapped collective runs, the compute beside it slows down (NCCL kernels take SMs
     and HBM bandwidth): a hidden collective of t seconds still costs slowdown · t."""
+    comm_sms: Annotated[int, Field(ge=0, le=1024)] = 0
+    """Streaming multiprocessors an overlapped collective holds while it runs (NCCL runs one thread
+    block per channel; Transformer Engine's userbuffers TP overlap reserves 16 SMs by default;
+    DeepSeek-V3 gave 20 of 132 to communication). While it runs the compute beside it has that share
+    of the device's SMs fewer (``parallel_tiles``): the interference's physical part, added to
+    ``comm_compute_slowdown`` (cost/realisation.py ``interference_slowdown``). 0: not modelled."""
+    idle_gap_fraction: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """Realisation: seconds the device idles between kernels per second of kernel time in a training
+    step (synchronisations, allocator calls, host-side Python between launches, uneven work between
+    ranks inside a collective group): what no component benchmark of isolated kernels sees (MegaScale,
+    Jiang et al. NSDI '24 §4–5; Lumos, MLSys '25). Charged on the pipeline's span as the
+    ``idle_gaps`` line of the breakdown. Fitted per stack on the fit pool
+    (validation/published/fit_priors.py); 0 = none."""
+    kernel_gap_s: Seconds = 0.0
+    """Realisation: idle seconds per kernel launch on the device's stream beyond the launch overhead
+    (the gap between one kernel's end and the next one's start when the host is only just ahead:
+    eager frameworks with many small kernels). Weighs more on a faster GPU and a smaller model, whose
+    kernels are shorter. Charged as the ``host_gaps`` line of the breakdown; 0 = none."""
+    attention_realisation: Annotated[float, Field(gt=0, le=2)] = 1.0
+    """Realisation of the stack's attention kernel in a training step over the component curve of its
+    family (the model's masking and bias variants, e.g. ALiBi in llm-foundry's Triton kernel, and
+    head sizes the benchmark did not run): multiplies the attention ceilings. 1 = as benchmarked."""
+    straggler_sigma: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """Realisation: σ of the lognormal step-to-step variation of one rank's work (host jitter, GC
+    pauses, thermal / power throttling differences, data imbalance). A synchronous step waits for the
+    slowest of N ranks: ``E[max of N] − 1`` times the work (cost/variability.py), which grows with the
+    job's size (MegaScale §5 on stragglers at scale). Charged as the ``stragglers`` line; 0 = none."""
     fsdp_prefetch_layers: Annotated[int, Field(ge=0, le=64)] = 1
     """ZeRO-3 / FSDP: how many layers ahead parameters are all-gathered (0 = gathered on demand,
     fully exposed; 1 = FSDP's default forward/backward prefetch)."""
@@ -151,11 +178,17 @@ def stack_of(cfg) -> Stack:
 _CONFIG_DEFAULTS = ("zero_stage", "dp_overlap", "fused_optimizer")
 
 
-def resolve_stack(cfg):
+def resolve_stack(cfg, device=None):
     """``cfg`` with its stack loaded and the stack's defaults filled into the TrainConfig fields the
-    user did not set (an explicit field always wins). Resolved once at the entry of estimate /
-    simulate; idempotent."""
+    user did not set (an explicit field always wins). With ``device``, the stack's interference is
+    resolved for it: the SM share its collectives hold (``comm_sms``) is folded into
+    ``comm_compute_slowdown`` (cost/realisation.py), so the layers below read one number. Resolved
+    once at the entry of estimate / simulate; idempotent."""
     stack = stack_of(cfg)
+    if device is not None and stack.comm_sms:
+        from simtrain.cost.realisation import interference_slowdown
+        stack = stack.model_copy(update={"comm_compute_slowdown": interference_slowdown(stack, device),
+                                         "comm_sms": 0})
     update: dict = {}
     if cfg.stack is not stack:
         update["stack"] = stack

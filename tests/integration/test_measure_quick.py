@@ -47,7 +47,8 @@ def test_gloo_all_reduce_two_processes_two_sizes(tiny):
 
 def test_calibrate_runs_on_a_real_measurement(tiny, tmp_path):
     cal = fit(tiny)
-    assert cal.device.name.startswith(f"{tiny.machine.cpu_model.split()[0].lower()}")
+    from simtrain.calibrate.machine import machine_slug
+    assert cal.device.name.startswith(f"{machine_slug(tiny.machine)}-calibrated-")  # "Intel(R) Xeon" → intel-xeon
     groups = cal.mape_by_group()
     assert {"matmul", "conv", "attention", "elementwise", "norm", "memory", "collective:gloo:all_reduce"} <= set(groups)
     assert all(r.predicted_s > 0 for r in cal.residuals)

@@ -1,0 +1,99 @@
+"""Realisation: what a training step loses beyond the sum of its kernels, as named lines of the step.
+
+Component benchmarks time kernels in isolation. A training step also idles between kernels, waits for
+its slowest rank, and runs its compute beside collectives that take SMs and memory bandwidth. Each of
+these is a line of ``StepReport.time_breakdown_s`` with its own knob on the stack
+(simtrain/specs/stack.py), never folded into an efficiency:
+
+* ``interference`` — the compute beside an overlapped collective runs on fewer SMs: the slowdown is
+  the SM share the collective holds (``comm_sms`` / the device's SMs) plus a residual
+  (``comm_compute_slowdown``: memory-bandwidth contention, measured 1.13–1.39× GEMM slowdowns beside
+  NCCL in Echo, −18.9 % compute on average under overlap in Lee et al. 2025), charged on the hidden
+  part of every overlapped collective (``CommTask.exposed_s``) and reported apart from the exposed
+  communication;
+* ``idle_gaps`` — ``idle_gap_fraction`` × the pipeline's span: every kernel stretched by the same
+  share stretches the whole schedule (its bubble too) by that share;
+* ``host_gaps`` — ``kernel_gap_s`` per kernel on the critical rank, scaled the same way;
+* ``stragglers`` — the wait for the slowest of the job's ranks with the stack's rank variation
+  (``straggler_sigma``, cost/variability.py), over what the device's own measured jitter already
+  charges inside ``comm_exposed``.
+
+The stack's knobs are fitted on public runs (validation/published/fit_priors.py); the reference
+stack leaves them all at zero.
+"""
+
+from __future__ import annotations
+
+import math
+
+from simtrain.glossary import OpClass
+
+__all__ = ["interference_slowdown", "comm_sm_share", "attention_realised", "realisation_lines",
+           "interference_s", "REALISATION_KEYS", "realisation_free"]
+
+REALISATION_KEYS = ("interference", "idle_gaps", "host_gaps", "stragglers")
+
+
+def comm_sm_share(comm_sms: int, device) -> float:
+    """Share of the device's SMs (matrix-unit tiles that run in parallel) a collective holds; 0 on a
+    device without that geometry."""
+    unit = device.matrix_unit
+    tiles = getattr(unit, "parallel_tiles", None) if unit is not None else None
+    if not comm_sms or not tiles:
+        return 0.0
+    return min(1.0, comm_sms / tiles)
+
+
+def interference_slowdown(stack, device) -> float:
+    """Seconds of compute lost per second of hidden collective: the SM share the collective holds plus
+    the stack's residual, at most 1 (a collective cannot cost more than running it exposed)."""
+    return min(1.0, comm_sm_share(stack.comm_sms, device) + stack.comm_compute_slowdown)
+
+
+def attention_realised(eff, k: float):
+    """``eff`` with its attention ceilings (the class curve and every fused-kernel family) × ``k``,
+    clipped at 1: the stack's attention kernel as it runs the model (``Stack.attention_realisation``)."""
+    if k == 1.0:
+        return eff
+    compute = dict(eff.compute)
+    if OpClass.ATTENTION in compute:
+        curve = compute[OpClass.ATTENTION]
+        compute[OpClass.ATTENTION] = curve.model_copy(update={"peak_fraction": min(1.0, curve.peak_fraction * k)})
+    kernels = {name: kern.model_copy(update={"fw_peak_fraction": min(1.0, kern.fw_peak_fraction * k),
+                                             "bw_peak_fraction": min(1.0, kern.bw_peak_fraction * k)})
+               for name, kern in eff.attention_kernels.items()}
+    return eff.model_copy(update={"compute": compute, "attention_kernels": kernels})
+
+
+def _hidden_cost_s(tasks) -> float:
+    return sum(t.slowdown * min(t.total_s, t.overlap_s) for t in tasks)
+
+
+def interference_s(stage, micro_batches: int) -> float:
+    """Seconds the critical rank's compute loses beside its overlapped collectives in one step (part
+    of what ``CommTask.exposed_s`` charges)."""
+    return micro_batches * _hidden_cost_s(stage.comm) + _hidden_cost_s(stage.step_comm)
+
+
+def realisation_free(stack) -> bool:
+    """True when the stack charges no idle gaps, host gaps or stragglers (the reference stack)."""
+    return stack.idle_gap_fraction == 0 and stack.kernel_gap_s == 0 and stack.straggler_sigma == 0
+
+
+def realisation_lines(stack, stage, micro_batches: int, span_s: float, ranks: int, device_sigma: float) -> dict:
+    """``idle_gaps``, ``host_gaps`` and ``stragglers`` seconds of one step on the critical rank.
+
+    ``span_s``: the rank's pipeline span (first forward to last backward, bubbles included); the
+    stage's own work is ``micro_batches`` × its micro-batch time, so the span over that is how much a
+    per-kernel gap on every stage stretches the schedule."""
+    from simtrain.cost.variability import sync_wait_seconds
+    own_s = micro_batches * stage.microbatch_s
+    stretch = span_s / own_s if own_s > 0 else 1.0
+    work_s = micro_batches * (stage.fw_s + stage.bw_s + stage.recompute_s)
+    sigma = math.hypot(device_sigma, stack.straggler_sigma)
+    stragglers = 0.0
+    if stack.straggler_sigma > 0 and ranks > 1:
+        stragglers = sync_wait_seconds(work_s, ranks, sigma) - sync_wait_seconds(work_s, ranks, device_sigma)
+    return {"idle_gaps": stack.idle_gap_fraction * span_s,
+            "host_gaps": stack.kernel_gap_s * micro_batches * stage.kernels * stretch,
+            "stragglers": max(0.0, stragglers)}
