@@ -5,12 +5,14 @@ A factor is a bounded multiplier on one group of *achieved* rates, so a fitted v
 
 | factor          | scales                                                                  | bounds      |
 |-----------------|-------------------------------------------------------------------------|-------------|
-| compute         | matmul / conv / attention ceilings and every fused-attention kernel     | 0.25 – 1.6  |
+| compute         | matmul / conv / attention ceilings (and the matmul ceilings per dtype)  | 0.25 – 1.6  |
+|                 | and every fused-attention kernel                                        |             |
 | communication   | achieved link bandwidth of every collective and send                    | 0.2 – 2.0   |
 | memory          | achieved memory bandwidth (memory-bound ops, optimizer step)            | 0.25 – 1.6  |
 | launch          | per-kernel launch overhead                                              | 0.1 – 10    |
 | class:<op class>| that op class's compute ceiling (``Efficiency.compute[c].peak_fraction``;| 0.05 – 4    |
-|                 | attention also every fused-attention kernel) — fitted from a profiler    |             |
+|                 | matmul also ``dtype_peak_fraction``, attention also every fused-        |             |
+|                 | attention kernel) — fitted from a profiler                              |             |
 |                 | trace's per-class time (:mod:`simtrain.calibrate.trace_fit`)             |             |
 
 A scaled fraction never exceeds 1 (no kernel beats the datasheet): the clip is part of the model.
@@ -57,18 +59,25 @@ def _scaled_curve(curve: ComputeCurve, k: float) -> ComputeCurve:
                                     "panel_bytes_per_s": curve.panel_bytes_per_s * k})
 
 
+def _scaled_dtype_ceilings(eff: Efficiency, k: float) -> dict:
+    """The matmul ceilings per dtype (``Efficiency.dtype_peak_fraction``) k times faster, clipped at 1:
+    they stand in for the matmul curve's ceiling, so whatever scales that scales them."""
+    return {dtype: _clip(f * k) for dtype, f in eff.dtype_peak_fraction.items()}
+
+
 def _scaled_compute(eff: Efficiency, k: float) -> dict:
     compute = {c: (_scaled_curve(curve, k) if c in MATRIX_CLASSES else curve) for c, curve in eff.compute.items()}
     kernels = {name: kern.model_copy(update={"fw_peak_fraction": _clip(kern.fw_peak_fraction * k),
                                              "bw_peak_fraction": _clip(kern.bw_peak_fraction * k)})
                for name, kern in eff.attention_kernels.items()}
-    return {"compute": compute, "attention_kernels": kernels}
+    return {"compute": compute, "attention_kernels": kernels, "dtype_peak_fraction": _scaled_dtype_ceilings(eff, k)}
 
 
 def _scaled_classes(eff: Efficiency, factors: dict[str, float]) -> dict:
     """Each ``class:<c>`` factor on its class's ceiling (attention: also the fused kernels)."""
     compute = dict(eff.compute)
     kernels = dict(eff.attention_kernels)
+    ceilings = _scaled_dtype_ceilings(eff, factors.get(class_factor(OpClass.MATMUL), 1.0))
     for c, curve in eff.compute.items():
         k = factors.get(class_factor(c), 1.0)
         if k == 1.0:
@@ -78,7 +87,7 @@ def _scaled_classes(eff: Efficiency, factors: dict[str, float]) -> dict:
             kernels = {name: kern.model_copy(update={"fw_peak_fraction": _clip(kern.fw_peak_fraction * k),
                                                      "bw_peak_fraction": _clip(kern.bw_peak_fraction * k)})
                        for name, kern in kernels.items()}
-    return {"compute": compute, "attention_kernels": kernels}
+    return {"compute": compute, "attention_kernels": kernels, "dtype_peak_fraction": ceilings}
 
 
 def scaled_efficiency(eff: Efficiency, factors: dict[str, float], source: str = "calibrated") -> Efficiency:

@@ -20,7 +20,10 @@
 * ``e_m(b) = memory_bandwidth_fraction · b / (b + memory_half_bytes)``: achievable streaming
   bandwidth (≈90 % of the datasheet, hardware.md §1c) and the latency cost of small transfers;
 * ``t_launch``: per-op launch / dispatch overhead;
-* ``sustained_clock_fraction`` scales every compute peak (power / thermal limits, components.md §8).
+* ``sustained_clock_fraction`` scales every compute peak (power / thermal limits, components.md §8),
+  and so does a device's ``power_limit_w`` through :func:`power_clock_fraction` (the cube law);
+* a matmul in a dtype the efficiency gives its own ceiling (``Efficiency.dtype_peak_fraction``, e.g.
+  fp8) runs at that ceiling instead of the curve's ``peak_fraction`` (:func:`matmul_ceiling`).
 
 Everything here is a pure function of floats and frozen specs, so estimate, simulate and calibrate
 share it (calibration fits exactly this function).
@@ -39,9 +42,12 @@ from simtrain.specs.hardware import ComputeCurve, Device, Efficiency
 __all__ = ["op_seconds", "op_device_seconds", "issue_bound", "launch_seconds", "attention_kernel_seconds", "matrix_peak_flops_per_s", "alignment_factor", "device_efficiency",
            "MATRIX_CLASSES", "compute_seconds", "memory_seconds", "dataflow_efficiency",
            "streaming_bandwidth_bytes_per_s", "cache_miss_slowdown", "first_touch_seconds", "conv_layout_seconds",
-           "strided_agrad_factor", "panel_seconds", "cold_call_scale", "cold_fraction", "COLD_REFERENCE_GAP_S", "COLD_GAP_CAP_S"]
+           "strided_agrad_factor", "panel_seconds", "cold_call_scale", "cold_fraction", "COLD_REFERENCE_GAP_S", "COLD_GAP_CAP_S",
+           "power_clock_fraction", "compute_clock_fraction", "matmul_ceiling", "EMULATED_SOURCE"]
 
 MATRIX_CLASSES = frozenset({OpClass.MATMUL, OpClass.CONV, OpClass.ATTENTION})
+EMULATED_SOURCE = "emulated"
+"""Source prefix of a peak the device runs by upcasting to another dtype (cost/emulation.py)."""
 COLD_REFERENCE_GAP_S = 0.02
 """Gap of other kernels after which a profile's ``step_call_overhead_s`` and ``step_optimizer_s`` were
 measured (calibrate/bench_cold.py): the order of a CPU training step."""
@@ -84,6 +90,36 @@ def streaming_bandwidth_bytes_per_s(device: Device) -> float:
 def _kind_default(kind: str) -> Efficiency:
     from simtrain.specs.library import load_efficiency_default
     return load_efficiency_default(kind)
+
+
+def power_clock_fraction(device: Device) -> float:
+    """Clock under ``device.power_limit_w`` over the clock at ``tdp_w``, at most 1 (1 without a limit):
+    ``((limit − idle) / (tdp − idle)) ** (1/3)``. Idle power (leakage, uncore; 0 when the spec gives
+    none) does not move with the clock; the rest is CMOS dynamic power P = α·C·V²·f, and inside the
+    DVFS range V ∝ f, so P − P_idle ∝ f³ (the cube law: Horowitz et al., "Low-power digital design",
+    IEEE SLPE 1994). For parts run below the rating: NVIDIA's H100 PCIe / HBM2e boards at 350-500 W
+    against the 700 W SXM5; torchtitan's H100 tables were measured at 500 W."""
+    limit, tdp = device.power_limit_w, device.tdp_w
+    if limit is None or tdp is None:
+        return 1.0
+    idle = device.idle_power_w.value if device.idle_power_w is not None else 0.0
+    return min(1.0, ((limit.value - idle) / (tdp.value - idle)) ** (1.0 / 3.0))
+
+
+def compute_clock_fraction(device: Device, eff: Efficiency) -> float:
+    """Clock of every compute peak over the datasheet's: ``sustained_clock_fraction`` × power limit's."""
+    return eff.sustained_clock_fraction * power_clock_fraction(device)
+
+
+def matmul_ceiling(curve: ComputeCurve, op_class: OpClass, dtype: DType, device: Device, eff: Efficiency) -> float:
+    """Large-op ceiling of ``op_class`` in ``dtype``: ``eff.dtype_peak_fraction[dtype]`` for a matmul in a
+    dtype that has one and that the device runs natively (an emulated one, cost/emulation.py, runs as
+    its upcast dtype), else ``curve.peak_fraction``."""
+    own = eff.dtype_peak_fraction.get(dtype) if op_class is OpClass.MATMUL else None
+    if own is None:
+        return curve.peak_fraction
+    entry = device.peak_flops_per_s.get(dtype)
+    return curve.peak_fraction if entry is not None and entry.source.startswith(EMULATED_SOURCE) else own
 
 
 def matrix_peak_flops_per_s(device: Device, dtype: DType) -> float:
@@ -215,7 +251,7 @@ def compute_seconds(flops: float, op_class: OpClass, device: Device, dtype: DTyp
     curve = eff.phase_curve(op_class, phase, _priced_kind(eff, curve_kind(kind, op_class, gemm)))
     matrix = op_class in MATRIX_CLASSES
     peak = matrix_peak_flops_per_s(device, dtype) if matrix else device.vector_peak_flops_per_s
-    fixed_rate = peak * eff.sustained_clock_fraction * curve.peak_fraction
+    fixed_rate = peak * compute_clock_fraction(device, eff) * matmul_ceiling(curve, op_class, dtype, device, eff)
     # padding and wave quantization waste the FLOPs' slots, not the fixed cost: divided by the aligned
     # rate, a 2×8×8 GEMM's fixed cost came to milliseconds on an H200 (its tiles are 128×256)
     tiled = matrix and _on_matrix_unit(device, dtype)
@@ -245,7 +281,7 @@ def attention_kernel_seconds(flops: float, phase: str, seq: int, causal: bool, k
     ``flops`` are the FLOPs the kernel executes (components.md §2 convention)."""
     if flops <= 0:
         return 0.0
-    peak = matrix_peak_flops_per_s(device, dtype) * eff.sustained_clock_fraction
+    peak = matrix_peak_flops_per_s(device, dtype) * compute_clock_fraction(device, eff)
     return flops / (peak * kernel.fraction(phase, seq, causal))
 
 

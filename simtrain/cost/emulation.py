@@ -8,14 +8,13 @@ report): the config must say ``emulate_precision=True``, and the report then say
 
 from __future__ import annotations
 
-from simtrain.cost.compute import matrix_peak_flops_per_s
+from simtrain.cost.compute import EMULATED_SOURCE, matrix_peak_flops_per_s
 from simtrain.errors import SimtrainError
 from simtrain.glossary import DType, Mark
 from simtrain.specs.base import Sourced
 
 __all__ = ["EMULATED_SOURCE", "emulated_cluster", "emulation_warning"]
 
-EMULATED_SOURCE = "emulated"
 #: what an emulating framework upcasts each dtype to, nearest first
 _UPCAST = {DType.FP8: (DType.BF16, DType.FP16, DType.FP32), DType.FP16: (DType.BF16, DType.FP32),
            DType.BF16: (DType.FP16, DType.FP32)}

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simtrain.cost.compute import device_efficiency, matrix_peak_flops_per_s
+from simtrain.cost.compute import device_efficiency, matmul_ceiling, matrix_peak_flops_per_s
 from simtrain.glossary import DType, OpClass
 
 __all__ = ["on_chip_tier", "DataflowFit", "dataflow_fit", "execution_problems", "PipelinePlan", "layer_pipeline",
@@ -111,7 +111,8 @@ def layer_pipeline(stage_flops: list[float], device, dtype: DType | str, samples
         if sum(dsps) >= total_dsps:
             break
         dsps[i] += 1
-    ceiling = device_efficiency(device).curve(OpClass.MATMUL).peak_fraction
+    eff = device_efficiency(device)
+    ceiling = matmul_ceiling(eff.curve(OpClass.MATMUL), OpClass.MATMUL, dtype, device, eff)
     per_dsp = matrix_peak_flops_per_s(device, dtype) / total_dsps * ceiling
     stage_s = tuple(f / (d * per_dsp) for f, d in zip(stage_flops, dsps, strict=True))
     return PipelinePlan(tuple(dsps), stage_s, int(samples))

@@ -174,6 +174,11 @@ class Device(Spec):
     matrix_unit: MatrixUnit | None = None
     tdp_w: Sourced[Watts] | None = None
     idle_power_w: Sourced[Watts] | None = None
+    power_limit_w: Sourced[Annotated[Watts, Field(le=100_000)]] | None = None
+    """Board power limit the device runs under (``nvidia-smi -pl``, a PCIe part's lower rating), at most
+    ``tdp_w``, which it needs: the clock drops with it and every compute peak with the clock
+    (cost/compute.py ``power_clock_fraction``, the cube law of CMOS dynamic power); memory bandwidth
+    does not (the HBM clock is separate). None: the device runs at ``tdp_w``."""
     price_per_hour: Sourced[DollarsPerHour] | None = None
     efficiency: Efficiency | None = None
     host_link: LinkRef | None = None
@@ -207,9 +212,24 @@ class Device(Spec):
             raise ValueError("memory tiers must be ordered fastest/smallest first (capacity non-decreasing)")
         if self.idle_power_w and self.tdp_w and self.idle_power_w.value > self.tdp_w.value:
             raise ValueError("idle_power_w exceeds tdp_w")
+        self._check_power_limit()
         if self.memory_external is not None and self.memory_external.name in names:
             raise ValueError(f"memory_external.name {self.memory_external.name!r} repeats a memory tier name")
         return self
+
+    def _check_power_limit(self) -> None:
+        """``power_limit_w`` needs ``tdp_w`` (the power the datasheet clock runs at), is at most it, and
+        is above ``idle_power_w`` (a limit at idle leaves no power to compute with)."""
+        limit = self.power_limit_w
+        if limit is None:
+            return
+        if self.tdp_w is None:
+            raise ValueError("power_limit_w needs tdp_w (the power the datasheet clock is rated at)")
+        if limit.value > self.tdp_w.value:
+            raise ValueError(f"power_limit_w ({limit.value:g} W) exceeds tdp_w ({self.tdp_w.value:g} W)")
+        if self.idle_power_w is not None and limit.value <= self.idle_power_w.value:
+            raise ValueError(f"power_limit_w ({limit.value:g} W) must exceed idle_power_w "
+                             f"({self.idle_power_w.value:g} W)")
 
     # --- derived views -------------------------------------------------------------------------
     @property

@@ -7,7 +7,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field
 
-from simtrain.glossary import OpClass
+from simtrain.glossary import DType, OpClass
 from simtrain.specs.base import Seconds, Spec
 
 __all__ = ["AttentionKernel", "ComputeCurve", "Efficiency", "Fraction"]
@@ -117,6 +117,15 @@ class Efficiency(Spec):
     sustained_clock_fraction: Fraction = 1.0
     """Sustained clock under a training load over the clock the datasheet peak assumes (power and
     thermal limits, components.md §8); scales every compute peak."""
+    dtype_peak_fraction: dict[DType, Fraction] = Field(default_factory=dict)
+    """Large-GEMM ceiling of matmuls computed in a dtype, where it differs from the ``matmul`` curve's
+    ``peak_fraction`` (fitted on bf16): replaces that ceiling, in every phase, for MATMUL ops of that
+    dtype (cost/compute.py ``matmul_ceiling``); the curve's ramps and fixed cost stay. Keys are dtype
+    names (fp8, bf16, ...). An fp8 GEMM does not reach the bf16 share of its doubled datasheet peak:
+    sustained cuBLASLt fp8 GEMMs on an H100 SXM run ~1,230-1,280 TFLOP/s, 0.62-0.65 of 1,979, against
+    0.70-0.73 of 989 in bf16 (the per-tile scaling and the narrower data path feed the tensor cores
+    less well), so the bf16 ceiling times the fp8 peak overstated fp8 matmuls by ~25 %. Convolution
+    and attention keep their own curves. Empty: every dtype at the curve's ceiling."""
     attention_kernels: dict[str, AttentionKernel] = Field(default_factory=dict)
     """Fused-attention kernel families measured on this device (cudnn, fa3, fa2, sdpa, triton); a
     stack picks one by name, and a family missing here falls back to the ``attention`` curve."""

@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from simtrain.specs.base import Bytes, BytesPerS, Seconds, Sourced, Spec
+from simtrain.errors import SpecError, SpecIssue
+from simtrain.specs.base import Bytes, BytesPerS, Seconds, Sourced, Spec, spec_error_from_validation
 from simtrain.specs.components import (  # noqa: F401  (re-exported: the public home of every hardware schema)
     Device,
     DeviceRef,
@@ -197,6 +198,21 @@ class Cluster(Spec):
         data["network"] = {**data["network"], "nic_link": net.nic_link, "dcn_link": net.dcn_link}
         return Cluster.model_validate(data)
 
+    def with_power_limit(self, watts: float | str | None, source: str = "Cluster.with_power_limit") -> Cluster:
+        """The same cluster with every device run under a board power limit of ``watts`` (a number in W
+        or a unit string, "500 W"; None removes the limit): ``Device.power_limit_w``, validated against
+        the device's ``tdp_w`` and ``idle_power_w``. Compute slows by the cube law
+        (cost/compute.py ``power_clock_fraction``); memory and links do not."""
+        device = self.node.device
+        limit = None if watts is None else {"value": watts, "source": source, "mark": "U"}
+        data = {**device.model_dump(mode="python", exclude={"power_limit_w"}), "power_limit_w": limit}
+        data.update({"efficiency": device.efficiency, "host_link": device.host_link})
+        try:
+            new = Device.model_validate(data)
+        except ValidationError as err:
+            raise _power_limit_error(err, self.name) from None
+        return self.model_copy(update={"node": self.node.model_copy(update={"device": new})})
+
     @classmethod
     def single(cls, device: Device, name: str | None = None) -> Cluster:
         """One device, no network: e.g. this machine's CPU, or one calibrated GPU."""
@@ -207,6 +223,15 @@ class Cluster(Spec):
                     fabric=Fabric(topology="none"), host=host)
         return cls(name=name or f"{device.name}-single", node=node, nodes_count=1,
                    network=Network(topology="none"))
+
+
+def _power_limit_error(err: ValidationError, cluster: str) -> SpecError:
+    """A refused power limit as a spec error at ``node.device.power_limit_w`` (the device was valid
+    before, so every issue is the limit's; the cross-field checks have no field path of their own)."""
+    at = "node.device.power_limit_w"
+    issues = spec_error_from_validation(err, None, prefix="node.device").issues
+    return SpecError([SpecIssue(f"cluster {cluster}", i.field if i.field.startswith(at) else at, i.reason)
+                      for i in issues])
 
 
 def balanced_dims(total: int, rank: int) -> list[int]:

@@ -259,6 +259,19 @@ NETWORK_FRACTIONS = {
 inter-node rings run much closer to the wire rate than its NVLink rings (A100 NVSwitch ≈ 75 %)."""
 
 
+SUSTAINED_MATMUL = {"hopper": {"bf16": 0.675, "fp16": 0.675, "fp8": 0.627}}
+"""Matmul ceilings a Hopper GPU sustains under load (``Efficiency.dtype_peak_fraction``), below the burst
+ceiling the curve keeps as the labelled upper bound: this project's H200 run
+(validation/results/components-nvidia-h200.md, torch 2.11 / CUDA 13.0, back-to-back GEMMs on random
+data, V) measured bf16 at 664-690 TFLOP/s from 4096^3 up (median of 4096^3, 8192^3, 10240^3, 16384^3,
+32768^3 and the Llama shapes with 8192 rows: 668 of 989.4 = 0.675) and fp8 at 1,229-1,253 from
+8192^3 up (median 1,241 of 1,978.9 = 0.627), against the burst MAMF max-search's 794.5 (0.803) and the
+bf16 ceiling times the fp8 peak (1,589). Public sustained figures agree within ~8 % (SemiAnalysis,
+Llama-70B shapes, random normal inputs, median: ~720 bf16, ~1,280 fp8 on H100 and H200; U). H100 SXM
+and H200 share the GH100 die and the 700 W limit, so H100 takes the H200 measurement (D). A100 is not
+power-limited at its GEMM ceiling (~0.82 of 312 sustained against 0.807 fitted): none."""
+
+
 def derive(device_name: str, kernels: dict[str, AttentionKernel]) -> Efficiency:
     """The component-derived profile of ``device_name`` given its attention kernel families."""
     src = data.DATA_DEVICE[device_name]
@@ -274,6 +287,7 @@ def derive(device_name: str, kernels: dict[str, AttentionKernel]) -> Efficiency:
         "link_latency_scale": _round(scale), "link_half_bytes": _round(half), "sustained_clock_fraction": 1.0,
         "link_fractions": NETWORK_FRACTIONS["a100" if device_name.startswith("a100") else "hopper"],
         "attention_kernels": {k: v.model_dump() for k, v in kernels.items()},
+        "dtype_peak_fraction": {} if device_name.startswith("a100") else SUSTAINED_MATMUL["hopper"],
         "source": f"components: validation/components/derive.py on components.md data of {src}"})
 
 

@@ -88,6 +88,16 @@ def render(device_name: str, eff: Efficiency) -> str:
     return "\n".join(lines + _rest(device_name, eff, fam)) + "\n"
 
 
+def _sustained(eff: Efficiency) -> list[str]:
+    """The sustained matmul ceilings per dtype (derive.SUSTAINED_MATMUL), when the device has them."""
+    if not eff.dtype_peak_fraction:
+        return []
+    cells = ", ".join(f"{k}: {_g(v)}" for k, v in eff.dtype_peak_fraction.items())
+    return [f"  dtype_peak_fraction: {{{cells}}}  # sustained under load, back-to-back random-data GEMMs: H200 run "
+            "bf16 median 668 TF, fp8 1,241 TF (components-nvidia-h200.md, V); the matmul curve's ceiling is the "
+            "burst upper bound (derive.SUSTAINED_MATMUL)"]
+
+
 def _rest(device_name: str, eff: Efficiency, fam: str) -> list[str]:
     link_key = "a100" if fam == "a100" else device_name
     lines = [f"  memory_bandwidth_fraction: {_g(eff.memory_bandwidth_fraction)}  # {_MEM[device_name]}",
@@ -103,6 +113,7 @@ def _rest(device_name: str, eff: Efficiency, fam: str) -> list[str]:
                 "46-48 GB/s per NDR NIC of 50 (NCCL_ALGO=RING, 2 nodes) [NT-290] 4c (V)"),
              f"  sustained_clock_fraction: {_g(eff.sustained_clock_fraction)}  # the component ceilings already ran at the "
              "benchmark's clock; 8's figures are U",
+             *_sustained(eff),
              "  attention_kernels:  # fraction of dense bf16 peak on executed FLOPs (fwd 4BS^2HD, /2 causal; bwd 2.5x fwd)"]
     for name, k in eff.attention_kernels.items():
         lines.append(f"    {name}: {{fw_peak_fraction: {_g(k.fw_peak_fraction)}, bw_peak_fraction: {_g(k.bw_peak_fraction)}, "
