@@ -42,6 +42,8 @@ SCALE = {"kernel_gap_s": 1e-6}
 STACK_KNOBS = ("idle_gap_fraction", "kernel_gap_s", "attention_realisation")
 """The three knobs fitted per stack, in priority order (a knob the stack's rows cannot identify —
 fitted at a bound with the others free — is dropped)."""
+NEUTRAL = {"idle_gap_fraction": 0.0, "kernel_gap_s": 0.0, "attention_realisation": 1.0, "straggler_sigma": 0.0}
+"""The fitted knobs at no loss: what every fit starts from, whatever the presets hold."""
 SHARED_KNOBS: tuple[str, ...] = ()
 """Knobs shared by every stack. The stragglers' σ was tried here: over these rows (8 to 12,288 GPUs)
 its √(2 ln N) growth is nearly flat, so it traded one for one with each stack's idle gaps and the
@@ -81,8 +83,9 @@ def load_rows(sources: set[str] | None = None) -> list[PoolRow]:
 
 
 def predict(row: PoolRow, knobs: dict[str, float]) -> float:
-    """Predicted step seconds of ``row`` with the stack's preset and ``knobs`` over it."""
-    stack = st.load_stack(row.run.stack).with_overrides(**knobs)
+    """Predicted step seconds of ``row`` with the stack's preset, its fitted knobs reset to neutral (a
+    refit never starts from its own last result), and ``knobs`` over it."""
+    stack = st.load_stack(row.run.stack).with_overrides(**{**NEUTRAL, **knobs})
     return st.estimate(row.model, row.cluster, row.config.model_copy(update={"stack": stack})).step_time_s
 
 

@@ -106,7 +106,7 @@ def _torchtitan(rec: dict) -> HeldoutRun | str:
 
 def _megascale(rec: dict) -> HeldoutRun | str:
     p = rec["parallel"]
-    if not str(p.get("framework", "")).startswith("Megatron-LM @"):
+    if "MegaScale" in str(p.get("framework", "")):
         return ("MegaScale's own rows change the algorithm (parallel transformer block, sliding-window "
                 "attention, LAMB): not this model's GPT-175B")
     if "iteration_time_s" not in rec["measured"]:

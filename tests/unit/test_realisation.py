@@ -1,0 +1,88 @@
+"""Realisation lines of the step (cost/realisation.py): hand-derived on one stage, and through estimate."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+import simtrain as st
+from simtrain.cost.realisation import comm_sm_share, interference_s, interference_slowdown, realisation_lines
+from simtrain.cost.variability import sync_wait_seconds
+from simtrain.parallel.comm_tasks import CommTask
+
+
+def _stage(fw=1.0, bw=2.0, rc=0.0, kernels=100.0, comm=(), step_comm=()):
+    return SimpleNamespace(fw_s=fw, bw_s=bw, recompute_s=rc, kernels=kernels, microbatch_s=fw + bw + rc,
+                           comm=tuple(comm), step_comm=tuple(step_comm))
+
+
+def test_idle_and_host_gaps_by_hand():
+    """4 micro-batches of 3 s on a pipeline span of 15 s (a 3 s bubble): idle 0.1 × 15 = 1.5 s; host gaps
+    10 µs × 100 kernels × 4 micro-batches × 15/12 = 5 ms."""
+    stack = st.load_stack("reference").with_overrides(idle_gap_fraction=0.1, kernel_gap_s=10e-6)
+    lines = realisation_lines(stack, _stage(), 4, 15.0, 8, 0.0)
+    assert lines["idle_gaps"] == pytest.approx(1.5)
+    assert lines["host_gaps"] == pytest.approx(10e-6 * 100 * 4 * 15.0 / 12.0)
+    assert lines["stragglers"] == 0.0
+
+
+def test_stragglers_are_the_extra_wait_over_the_device_jitter():
+    stack = st.load_stack("reference").with_overrides(straggler_sigma=0.04)
+    lines = realisation_lines(stack, _stage(), 4, 12.0, 64, 0.03)
+    work = 4 * 3.0
+    expected = sync_wait_seconds(work, 64, 0.05) - sync_wait_seconds(work, 64, 0.03)  # hypot(0.03, 0.04)
+    assert lines["stragglers"] == pytest.approx(expected) and expected > 0
+    assert realisation_lines(stack, _stage(), 4, 12.0, 1, 0.0)["stragglers"] == 0.0  # one rank waits for nobody
+
+
+def test_interference_is_the_hidden_comm_times_the_slowdown():
+    """A per-micro-batch collective of 2 s hiding 1.5 s at slowdown 0.2 (0.3 s) × 4 micro-batches, and a step
+    collective of 1 s fully hidden at 0.2 (0.2 s): 1.4 s."""
+    mb = CommTask("tp", "allreduce", "fw", 1e6, 2.0, 1, overlap_s=1.5, slowdown=0.2)
+    step = CommTask("dp", "reducescatter", "step", 1e6, 1.0, 1, overlap_s=5.0, slowdown=0.2)
+    assert interference_s(_stage(comm=[mb], step_comm=[step]), 4) == pytest.approx(4 * 0.3 + 0.2)
+
+
+def test_sm_share_adds_to_the_residual_and_is_capped():
+    h100 = st.load_device("h100-sxm5-80gb")  # 132 SMs
+    assert comm_sm_share(16, h100) == pytest.approx(16 / 132)
+    stack = st.load_stack("reference").with_overrides(comm_sms=16, comm_compute_slowdown=0.1)
+    assert interference_slowdown(stack, h100) == pytest.approx(16 / 132 + 0.1)
+    assert interference_slowdown(stack.with_overrides(comm_compute_slowdown=1.0), h100) == 1.0
+    assert comm_sm_share(16, st.load_device("host-cpu")) == 0.0
+
+
+def _report(**knobs):
+    stack = st.load_stack("fsdp2").with_overrides(**knobs)
+    cfg = st.TrainConfig(global_batch_size=16, micro_batch_size=2, seq_len=1024, precision="bf16", stack=stack)
+    return st.estimate("gpt2", st.load_cluster("dgx-a100-80gb", nodes=1), cfg)
+
+
+def test_lines_are_in_the_breakdown_and_add_up_to_the_step():
+    r = _report(idle_gap_fraction=0.1, kernel_gap_s=5e-6, straggler_sigma=0.02)
+    b = r.time_breakdown_s
+    assert {"interference", "idle_gaps", "host_gaps", "stragglers"} <= set(b)
+    assert b["idle_gaps"] > 0 and b["host_gaps"] > 0 and b["stragglers"] > 0
+    assert sum(b.values()) == pytest.approx(r.step_time_s, rel=1e-9)
+    base = _report(idle_gap_fraction=0.0, kernel_gap_s=0.0, straggler_sigma=0.0)
+    extra = b["idle_gaps"] + b["host_gaps"] + b["stragglers"]
+    assert r.step_time_s == pytest.approx(base.step_time_s + extra, rel=1e-9)
+
+
+def test_interference_line_moves_out_of_comm_exposed_without_changing_the_step():
+    """comm_sms only: the step is what the same slowdown as a residual gives, and the hidden part's cost is
+    its own line."""
+    a = _report(idle_gap_fraction=0.0, comm_sms=20)
+    b = _report(idle_gap_fraction=0.0, comm_compute_slowdown=20 / 108)  # A100: 108 SMs
+    assert a.step_time_s == pytest.approx(b.step_time_s, rel=1e-12)
+    assert a.time_breakdown_s["interference"] > 0
+    assert math.isclose(sum(a.time_breakdown_s.values()), a.step_time_s, rel_tol=1e-9)
+
+
+def test_attention_realisation_slows_attention_only():
+    fast, slow = _report(idle_gap_fraction=0.0), _report(idle_gap_fraction=0.0, attention_realisation=0.5)
+    assert slow.step_time_s > fast.step_time_s
+    attn = lambda r: sum(o.seconds for o in r.top_ops if "attn" in o.name or "attention" in o.kind)  # noqa: E731
+    assert attn(slow) > attn(fast)
