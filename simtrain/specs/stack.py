@@ -29,10 +29,12 @@ from simtrain.specs.base import Seconds, Spec
 __all__ = ["Stack", "AttentionKernelName", "load_stack", "stack_names", "stack_of", "resolve_stack", "DEFAULT_STACK",
            "cpu_comm_compute_slowdown", "COLLECTIVE_THREADS_PER_RANK"]
 
-AttentionKernelName = Literal["default", "cudnn", "fa3", "fa2", "sdpa", "triton", "eager"]
+AttentionKernelName = Literal["default", "cudnn", "fa3", "fa2", "sdpa", "triton", "triton-fa1", "eager"]
 """Fused-attention kernel families (components.md §2): cuDNN / Transformer Engine fused attention,
 FlashAttention-3, FlashAttention-2, PyTorch SDPA (its flash backend is FA2), Triton kernels
-(llm-foundry's ALiBi path, Triton tutorial FA2); ``eager`` = materialised QKᵀ → softmax → A·V;
+(the Triton tutorial's FA2); ``triton-fa1`` = FlashAttention in Triton (HazyResearch
+``flash_attn_triton.py``, 2022, with an attention-bias input: the kernel llm-foundry's ``attn_impl: triton``
+copies for ALiBi); ``eager`` = materialised QKᵀ → softmax → A·V;
 ``default`` = the device profile's generic ``attention`` curve (the model keeps its own fused flag)."""
 
 DEFAULT_STACK = "reference"

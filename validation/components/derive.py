@@ -119,6 +119,7 @@ def hopper_kernels(dev, eff: Efficiency) -> dict[str, AttentionKernel]:
     kernels = {k: _round_kernel(fit_kernel(dev, eff, _points(h100, k), f"{k}: {src}")) for k in ("fa3", "fa2", "cudnn")}
     fa2 = kernels["fa2"]
     kernels["triton"] = _round_kernel(_triton(dev, eff, fa2))
+    kernels["triton-fa1"] = _round_kernel(_fa_in_triton(fa2, "measured on A100 (V2), ratio taken on Hopper, U"))
     kernels["sdpa"] = _round_kernel(_scaled(fa2, _sdpa_ratio(dev, eff, fa2),
                                             "sdpa: FA2 curve x measured SDPA/FA2 forward ratio [PTB-2296] (D)"))
     return kernels
@@ -138,6 +139,20 @@ def _triton(dev, eff: Efficiency, fa2: AttentionKernel) -> AttentionKernel:
     return _kernel((fw, fw * bw_ratio, half, half * c_ratio),
                    "triton: Triton-tutorial FA2 fwd [PTB-2391] (V; non-causal taken, U); bwd and causal ramp "
                    "at FA2's ratios (D)")
+
+
+FA_TRITON_SLOWER = (1.4, 2.0)
+"""FlashAttention in Triton (2022) against FA2, forward and backward: "FlashAttention-2 is around 1.3-1.5×
+faster than FlashAttention in Triton in the forward pass and around 2× faster in the backward pass"
+(Dao 2023, FlashAttention-2, §4.1, A100 80GB SXM4, V2). Taken on Hopper at the same ratios (D, U)."""
+
+
+def _fa_in_triton(fa2: AttentionKernel, device_note: str) -> AttentionKernel:
+    fw, bw = FA_TRITON_SLOWER
+    return fa2.model_copy(update={
+        "fw_peak_fraction": fa2.fw_peak_fraction / fw, "bw_peak_fraction": fa2.bw_peak_fraction / bw,
+        "source": f"triton-fa1: this device's FA2 curve / 1.4 fwd, / 2 bwd: FA2 paper 4.1 [FA2-PAPER] ({device_note}); "
+                  "ramps = FA2 (D)"})
 
 
 def _sdpa_ratio(dev, eff: Efficiency, fa2: AttentionKernel) -> float:
@@ -168,7 +183,7 @@ def ampere_kernels(dev, eff: Efficiency, hopper: dict[str, AttentionKernel]) -> 
                                 "for fwd+bwd 179.5 TF at S=8192 [AZ-A100] (V, causal U); ramps = H100 FA2 (D, U)"))
     ratio = hopper["sdpa"].fw_peak_fraction / h_fa2.fw_peak_fraction
     sdpa = _round_kernel(_scaled(fa2, ratio, "sdpa: A100 FA2 curve x the H100-measured SDPA/FA2 ratio [PTB-2296] (D, U)"))
-    return {"fa2": fa2, "sdpa": sdpa}
+    return {"fa2": fa2, "sdpa": sdpa, "triton-fa1": _round_kernel(_fa_in_triton(fa2, "A100 80GB, V2"))}
 
 
 def generic_attention(kernels: dict[str, AttentionKernel]) -> float:

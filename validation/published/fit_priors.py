@@ -67,7 +67,7 @@ class Fit:
     """Fitted knobs per stack (stacks without rows: the pooled knobs)."""
     shared: dict[str, float]
     pooled: dict[str, float]
-    """Knobs fitted on every row together: the prior of a stack with no rows."""
+    """The prior of a stack with no rows: the median of the fitted stacks' generic knobs."""
     uncertainty: dict[str, dict[str, float]]
     """±1 standard error of each fitted knob (Gauss-Newton), per stack."""
 
@@ -138,21 +138,41 @@ def _at_bound(name: str, value: float) -> bool:
         (name == "kernel_gap_s" and value <= 1e-9)
 
 
-def _fit_stack(rows, shared) -> tuple[dict, dict]:
-    """The stack's knobs: those of STACK_KNOBS its rows feel, then without any the fit leaves neutral."""
-    fused = st.load_stack(rows[0].run.stack).attention_kernel not in ("eager", "default")
-    names = [n for n in STACK_KNOBS if (fused or n != "attention_realisation") and _felt(rows, n, shared)]
-    knobs, err = _least_squares(rows, names, shared)
-    at_bound = [n for n in names if _at_bound(n, knobs[n])]
-    if at_bound:
-        names = [n for n in names if n not in at_bound]
-        knobs, err = _least_squares(rows, names, shared)
-    while names:  # the least pinned knob first, one at a time: two degenerate knobs leave one
-        worst = max(names, key=lambda n: err[n] / max(abs(knobs[n] - _neutral(n)), 1e-30))
-        if err[worst] <= abs(knobs[worst] - _neutral(worst)):
-            break
-        names.remove(worst)
-        knobs, err = _least_squares(rows, names, shared)
+GAIN_MIN = 0.2
+"""A knob is added only if it cuts the rows' RMS log error by at least this share (parsimony: a knob that
+buys little fits noise and transfers worse)."""
+
+
+def _rms(rows, knobs, shared) -> float:
+    names = list(knobs)
+    theta = [knobs[n] / SCALE.get(n, 1.0) for n in names]
+    return float(np.sqrt(np.mean(_residuals(rows, names, theta, shared) ** 2)))
+
+
+def _pinned(name: str, knobs: dict, err: dict) -> bool:
+    """Fitted away from no loss, by more than its standard error."""
+    return not _at_bound(name, knobs[name]) and err[name] <= abs(knobs[name] - _neutral(name))
+
+
+POOLED_KNOBS = ("idle_gap_fraction", "kernel_gap_s")
+"""What the cross-stack prior fits: the generic gaps. The attention realisation belongs to one stack's
+kernel on one model family and does not carry to a stack never seen."""
+
+
+def _fit_stack(rows, shared, candidates=STACK_KNOBS) -> tuple[dict, dict]:
+    """The stack's knobs by forward selection in ``candidates`` order: a knob the rows feel is added when
+    the refit pins it and cuts the RMS log error by ``GAIN_MIN`` or more."""
+    fused = all(st.load_stack(r.run.stack).attention_kernel not in ("eager", "default") for r in rows)
+    names: list[str] = []
+    knobs, err = {}, {}
+    rms = _rms(rows, {}, shared)
+    for cand in candidates:
+        if (cand == "attention_realisation" and not fused) or not _felt(rows, cand, shared):
+            continue
+        k2, e2 = _least_squares(rows, names + [cand], shared)
+        r2 = _rms(rows, k2, shared)
+        if all(_pinned(n, k2, e2) for n in k2) and r2 <= (1.0 - GAIN_MIN) * rms:
+            names, knobs, err, rms = names + [cand], k2, e2, r2
     return knobs, err
 
 
@@ -168,8 +188,19 @@ def fit_pool(rows: list[PoolRow], rounds: int = 2) -> Fit:
             stacks[name], errs[name] = _fit_stack(group, shared)
         if SHARED_KNOBS:
             shared = _fit_shared(rows, stacks)
-    pooled, _ = _least_squares(rows, list(STACK_KNOBS), shared)
+    pooled = _cross_stack_prior(stacks)
     return Fit(stacks, shared, pooled, errs)
+
+
+def _cross_stack_prior(stacks: dict[str, dict]) -> dict[str, float]:
+    """The knobs of a stack with no rows: per generic knob, the median over the fitted stacks (absent =
+    no loss), each stack one vote however many rows it has (61 MPT rows must not make the prior)."""
+    out = {}
+    for name in POOLED_KNOBS:
+        value = statistics.median(k.get(name, _neutral(name)) for k in stacks.values()) if stacks else 0.0
+        if value != _neutral(name):
+            out[name] = value
+    return out
 
 
 def _fit_shared(rows, stacks) -> dict:

@@ -163,6 +163,20 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
                _LF + "table 'A100 40GB with 1600 Gbps node-node interconnect (RoCE)', row 13b/2048/64 GPUs",
                recompute="full",
                assumptions=_LF_ASSUME + ("1600 Gb/s RoCE per node modelled as 8 x HDR 200 Gb/s",)),
+    # --- PyTorch FSDP (IBM fms-fsdp), Llama 2 7B on 128 x A100 80GB --------------------------------
+    HeldoutRun("PyTorch FSDP Llama2-7B 128xA100", "llama2-7b", "dgx-a100-80gb", 16, "fsdp2", 256, 2, 4096, "bf16",
+               "tokens/s/GPU", 3700.0, "the post's 'tokens/sec/GPU'; step = GBS·seq/(value · GPUs)",
+               "Team PyTorch at IBM and at Meta, 'Maximizing training throughput using PyTorch FSDP' (PyTorch "
+               "blog / IBM Research, 13 Mar 2024): 3,700 tokens/sec/GPU, 57 % MFU on 128 A100; settings from "
+               "foundation-model-stack/fms-fsdp README.md table (7b, 128 x A100, HSDP, activation "
+               "checkpointing False, batch size 2) and docs/configurations.md",
+               assumptions=("FSDP1 with SDPA flash attention, bf16 mixed precision, no torch.compile: the fsdp2 "
+                            "preset (eager PyTorch FSDP, SDPA) taken as the nearest",
+                            "HSDP (parameters sharded inside each 8-GPU node, replicated across the 16 nodes) "
+                            "is not a simtrain layout: modelled as full sharding over all 128 ranks (more "
+                            "gather traffic over the network than the run had)",
+                            "seq 4096 (the post: '4k context length'); global batch 2 x 128 = 256",
+                            "cluster network not stated: 8 x HDR 200 Gb/s per node")),
     # --- BLOOM-176B (Megatron-DeepSpeed), 384 x A100 80GB on Jean Zay --------------------------------
     HeldoutRun("BLOOM-176B 384xA100-80GB", "bloom-176b", "dgx-a100-80gb", 48, "deepspeed", 2048, 2, 2048, "bf16",
                "s/iter", 104.70,
