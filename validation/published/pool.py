@@ -92,10 +92,11 @@ def _torchtitan(rec: dict) -> HeldoutRun | str:
     if ac == "full":
         extra = {"recompute": "full"}
     elif ac.startswith("selective"):
-        extra = {"recompute": "full", "recompute_every_k_blocks": 2}
-        assumptions += (f"'{ac}' AC: torchtitan's selective AC ('2': every 2nd block; 'op': every 2nd matmul "
-                        "saved) recomputes about half the forward matmuls; both modelled as full recompute of "
-                        "every 2nd block",)
+        extra = {"recompute": "full", "recompute_num_layers": int(m["layers"]) // 2}
+        assumptions += (f"'{ac}' AC: torchtitan's selective AC ('2': every 2nd block wrapped in a checkpoint, "
+                        "the others keep their activations; 'op': every 2nd matmul's output saved) recomputes "
+                        "about half the forward; both modelled as full recomputation of half the layers "
+                        "(recompute_num_layers = layers / 2)",)
     return HeldoutRun(
         rec["id"], _TT_MODELS[m["family"]], "dgx-a100-80gb", 8, "fsdp2", int(p["global_batch"]),
         int(p["local_batch"]), int(m["seq_len"]), "bf16", "tokens/s/GPU",
