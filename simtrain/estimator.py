@@ -29,7 +29,7 @@ from simtrain.parallel.model_index import model_index
 from simtrain.parallel.partition import partition_blocks
 from simtrain.parallel.program import Layout, RankProgram, _OpCoster, stage_program
 from simtrain.parallel.schedule import pipeline_finish_s
-from simtrain.report.explain import bottleneck_of, comm_reports, top_ops
+from simtrain.report.explain import bottleneck_of, comm_reports, compute_by_class, top_ops
 from simtrain.report.step_report import StepReport
 from simtrain.specs.hardware import Cluster
 from simtrain.specs.stack import resolve_stack, stack_of
@@ -162,14 +162,15 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
         price_per_device_hour=_value(cluster.device.price_per_hour), tdp_w=_value(cluster.device.tdp_w),
         idle_power_w=_value(cluster.device.idle_power_w),
         eval_time_per_step_s=_eval_per_step(cfg, slowest, lay), attention_flops=cfg.attention_flops, engine=engine,
-        stack=stack_of(cfg).name, sync_wait_s=waits[last])
+        stack=stack_of(cfg).name, sync_wait_s=waits[last], compute_by_class_s=compute_by_class(ender, m))
     name, why = bottleneck_of(report, ender, data)
     object.__setattr__(report, "bottleneck", name)
     object.__setattr__(report, "bottleneck_reason", why)
     from simtrain.report.sanity import accelerator_notes, model_class_of, sanity_warnings
     emulated = emulation_warning(cluster.device, program.regime.matmul_dtype)
     object.__setattr__(report, "warnings", sanity_warnings(
-        report, device_kind=cluster.device.kind, model_class=model_class_of(model)) + ((emulated,) if emulated else ())
+        report, device_kind=cluster.device.kind, model_class=model_class_of(model),
+        matmul_dtype=str(program.regime.matmul_dtype)) + ((emulated,) if emulated else ())
         + accelerator_notes(report, cluster.device, model, program.regime.weight_bytes))
     return report
 

@@ -75,8 +75,8 @@ class StageProgram:
     params: ParamMemory
     memory_bound_s: float = 0.0
     """Per micro-batch seconds of memory-bound ops (fw + bw)."""
-    op_times: tuple[tuple[str, str, float], ...] = field(default=())
-    """(name, kind, seconds per micro-batch incl. fw + bw + recompute) of the stage's ops."""
+    op_times: tuple[tuple[str, str, float, str], ...] = field(default=())
+    """(name, kind, seconds per micro-batch incl. fw + bw + recompute, op class) of the stage's ops."""
     kernels: float = 0.0
     """Kernels one micro-batch launches on this stage (fw + bw + recompute): what a per-kernel gap
     costs (cost/realisation.py)."""
@@ -257,7 +257,7 @@ def stage_compute(items, cfg: TrainConfig, coster: _OpCoster) -> tuple:
         fwk, bwk = fwk + n * c.fw_kernels, bwk + n * c.bw_kernels
         r = (recomputed_count(n, cfg) if str(cfg.recompute) == "full" else n) if again else 0
         rc, rcf, rck = rc + r * c.fw_s, rcf + r * c.fw_flops, rck + r * c.fw_kernels
-        times.append((name if n > 1 else op.name, op.kind, n * (c.fw_s + c.bw_s) + r * c.fw_s))
+        times.append((name if n > 1 else op.name, op.kind, n * (c.fw_s + c.bw_s) + r * c.fw_s, str(op.op_class)))
     return fw, bw, rc, fwf, bwf, rcf, mem, fwk, bwk, rck, times
 
 

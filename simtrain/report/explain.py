@@ -6,14 +6,22 @@ from collections import defaultdict
 
 from simtrain.report.step_report import CommReport, OpTime
 
-__all__ = ["bottleneck_of", "top_ops", "comm_reports"]
+__all__ = ["bottleneck_of", "top_ops", "compute_by_class", "comm_reports"]
 
 
 def top_ops(stage, micro_batches: int, n: int = 10) -> tuple[OpTime, ...]:
     """The ``n`` most expensive ops of the critical stage per step (all micro-batches)."""
-    total = sum(t for _, _, t in stage.op_times) or 1.0
+    total = sum(t for _, _, t, _ in stage.op_times) or 1.0
     ranked = sorted(stage.op_times, key=lambda x: -x[2])[:n]
-    return tuple(OpTime(name, kind, t * micro_batches, t / total) for name, kind, t in ranked)
+    return tuple(OpTime(name, kind, t * micro_batches, t / total) for name, kind, t, _ in ranked)
+
+
+def compute_by_class(stage, micro_batches: int) -> dict[str, float]:
+    """Seconds per step of the critical stage's ops by op class (fw + bw + recompute)."""
+    out: dict[str, float] = defaultdict(float)
+    for _, _, t, op_class in stage.op_times:
+        out[op_class] += t * micro_batches
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def comm_reports(stages, micro_batches: int) -> tuple[CommReport, ...]:

@@ -29,7 +29,8 @@ import yaml
 
 __all__ = [
     "sanity_warnings", "accelerator_notes", "model_class_of", "public_mfu", "PublicMfu", "MfuRecord", "DeviceFamily",
-    "MFU_MARGIN", "COMM_BOUND_SHARE", "DATA_STALL_SHARE", "MEMORY_FULL_SHARE", "MODEL_CLASSES",
+    "MFU_MARGIN", "COMM_BOUND_SHARE", "DATA_STALL_SHARE", "MEMORY_FULL_SHARE", "MODEL_CLASSES", "PRECISIONS",
+    "precision_class",
 ]
 
 MFU_MARGIN = 0.10
@@ -74,6 +75,17 @@ class MfuRecord:
     source: str
     hfu: float | None = None
     note: str = ""
+    precision: str = "16-bit"
+    """The matmul precision of the run, whose dense peak its MFU divides by: ``16-bit`` (bf16 / fp16) or
+    ``fp8``. An fp8 run's MFU (over the doubled fp8 peak) is held only against fp8 records."""
+
+
+PRECISIONS = ("16-bit", "fp8")
+
+
+def precision_class(matmul_dtype: str | None) -> str:
+    """``fp8`` for an fp8 matmul dtype, else ``16-bit`` (the class the public records are kept in)."""
+    return "fp8" if str(matmul_dtype) == "fp8" else "16-bit"
 
 
 @dataclass(frozen=True)
@@ -87,22 +99,24 @@ class PublicMfu:
         return next((f for f in self.families if f.matches(device_name)), None)
 
     def best(self, device_name: str, device_kind: str | None = None,
-             model_class: str | None = None) -> tuple[MfuRecord, str] | None:
+             model_class: str | None = None, precision: str = "16-bit") -> tuple[MfuRecord, str] | None:
         """The highest record that applies and the words for its scope, or None when none does.
 
-        The device's family first (records of the same model class, else of any class); without a
-        record there, the best of every family of the same device kind."""
+        Only records of the run's matmul ``precision``; the device's family first (records of the same
+        model class, else of any class); without a record there, the best of every family of the same
+        device kind."""
         fam = self.family_of(device_name)
         kind = device_kind or (fam.kind if fam else None)
+        records = [r for r in self.records if r.precision == precision]
         if fam is not None:
-            hit = _highest([r for r in self.records if r.family == fam.name], model_class)
+            hit = _highest([r for r in records if r.family == fam.name], model_class)
             if hit is not None:
                 rec, same_class = hit
                 return rec, f"{fam.label} {model_class if same_class else 'any-model'} training"
         if kind is None:
             return None
         names = {f.name for f in self.families if f.kind == kind}
-        hit = _highest([r for r in self.records if r.family in names], model_class)
+        hit = _highest([r for r in records if r.family in names], model_class)
         if hit is None:
             return None
         rec, same_class = hit
@@ -135,13 +149,15 @@ def _parse(data: dict) -> PublicMfu:
     for i, r in enumerate(data["records"]):
         rec = MfuRecord(family=str(r["family"]), model_class=str(r["model_class"]), value=float(r["value"]),
                         run=str(r["run"]).strip(), source=str(r["source"]).strip(),
-                        hfu=None if r.get("hfu") is None else float(r["hfu"]), note=str(r.get("note", "")).strip())
+                        hfu=None if r.get("hfu") is None else float(r["hfu"]), note=str(r.get("note", "")).strip(),
+                        precision=str(r.get("precision", "16-bit")))
         problems = [p for p, bad in (
             ("family is not in families", rec.family not in names),
             (f"model_class is not one of {MODEL_CLASSES}", rec.model_class not in MODEL_CLASSES),
             ("value must be in (0, 1]", not 0 < rec.value <= 1),
             ("hfu must be in [value, 1]", rec.hfu is not None and not rec.value <= rec.hfu <= 1),
-            ("run and source must be given", not rec.run or not rec.source)) if bad]
+            ("run and source must be given", not rec.run or not rec.source),
+            (f"precision must be one of {PRECISIONS}", rec.precision not in PRECISIONS)) if bad]
         if problems:
             raise ValueError(f"{DATA_FILE}: records[{i}]: " + "; ".join(problems))
         recs.append(rec)
@@ -160,13 +176,15 @@ def model_class_of(model) -> str:
     return "dense-transformer" if facts.get("heads") else "other"
 
 
-def sanity_warnings(report, *, device_kind: str | None = None, model_class: str | None = None) -> tuple[str, ...]:
+def sanity_warnings(report, *, device_kind: str | None = None, model_class: str | None = None,
+                    matmul_dtype: str | None = None) -> tuple[str, ...]:
     """Warnings for a feasible report (see the module docstring); () when nothing is odd. Never raises."""
     try:
         if not report.feasible or not (report.step_time_s > 0 and math.isfinite(report.step_time_s)):
             return ()
         found = [_impossible(report), _flops_order(report),
-                 None if report.mfu > 1 else _above_public(report, device_kind, model_class),
+                 None if report.mfu > 1 else _above_public(report, device_kind, model_class,
+                                                            precision_class(matmul_dtype)),
                  _share(report, "comm_exposed", COMM_BOUND_SHARE,
                         "communication-bound: exposed communication is {pct} of the step (more overlap, a "
                         "smaller tp/cp group or a faster fabric would shorten it)"),
@@ -195,13 +213,14 @@ def _flops_order(r) -> str | None:
     return None
 
 
-def _above_public(r, device_kind: str | None, model_class: str | None) -> str | None:
-    hit = public_mfu().best(r.device_name, device_kind, model_class)
+def _above_public(r, device_kind: str | None, model_class: str | None, precision: str = "16-bit") -> str | None:
+    hit = public_mfu().best(r.device_name, device_kind, model_class, precision)
     if hit is None:
         return None
     rec, scope = hit
     if r.mfu <= rec.value * (1 + MFU_MARGIN):
         return None
+    scope = scope if precision == "16-bit" else f"{scope} in {precision}"
     return (f"predicted MFU {r.mfu:.1%} exceeds the highest publicly reported for {scope} "
             f"({rec.value:.1%}, {rec.source}) by more than {MFU_MARGIN:.0%}: check the efficiency settings")
 

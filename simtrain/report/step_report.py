@@ -170,9 +170,13 @@ class StepReport:
     sync (the device's measured per-step jitter, ``Efficiency.rank_jitter_sigma``; 0 on one rank)."""
     warnings: tuple[str, ...] = ()
     """Sanity flags (report/sanity.py): implausible MFU/HFU, communication- or data-bound, memory full."""
+    compute_by_class_s: Mapping[str, float] = field(default_factory=dict)
+    """Seconds per step of the critical stage's ops by op class (matmul, attention, norm, ...), forward,
+    backward and recomputation: where ``compute`` + ``recompute`` of the breakdown go."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "time_breakdown_s", _frozen(self.time_breakdown_s))
+        object.__setattr__(self, "compute_by_class_s", _frozen(self.compute_by_class_s))
         object.__setattr__(self, "layout", _frozen(self.layout))
         object.__setattr__(self, "warnings", tuple(self.warnings))
 
@@ -277,7 +281,7 @@ class StepReport:
             "memory": self.memory.to_dict() if self.memory else None,
             "top_ops": [asdict(o) for o in self.top_ops], "comm": [asdict(c) for c in self.comm],
             "attention_flops": self.attention_flops, "notes": list(self.notes), "sync_wait_s": self.sync_wait_s,
-            "warnings": list(self.warnings),
+            "warnings": list(self.warnings), "compute_by_class_s": dict(self.compute_by_class_s),
         }
         return d
 

@@ -86,3 +86,22 @@ def test_attention_realisation_slows_attention_only():
     assert slow.step_time_s > fast.step_time_s
     attn = lambda r: sum(o.seconds for o in r.top_ops if "attn" in o.name or "attention" in o.kind)  # noqa: E731
     assert attn(slow) > attn(fast)
+
+
+def test_an_fp8_run_is_not_held_against_16_bit_mfu_records():
+    """NeMo-like Llama-2-7B in fp8 on 8 H100: its MFU (over the fp8 peak) is not compared with the
+    best bf16 MFU on H100; the same run in bf16 still is."""
+    from simtrain.report.sanity import public_mfu
+    assert public_mfu().best("h100-sxm5-80gb", "gpu", "dense-transformer", "fp8") is None
+    assert public_mfu().best("h100-sxm5-80gb", "gpu", "dense-transformer", "16-bit") is not None
+    cfg = st.TrainConfig(global_batch_size=128, micro_batch_size=1, seq_len=4096, precision="fp8",
+                         stack=st.load_stack("megatron-core").with_overrides(idle_gap_fraction=0.0))
+    r = st.estimate("llama2-7b", st.load_cluster("dgx-h100", nodes=1), cfg)
+    assert not any("publicly reported" in w for w in r.warnings)
+
+
+def test_compute_by_class_adds_up_to_compute_and_recompute():
+    r = _report(idle_gap_fraction=0.1)
+    b = r.time_breakdown_s
+    assert sum(r.compute_by_class_s.values()) == pytest.approx(b["compute"] + b["recompute"], rel=1e-9)
+    assert max(r.compute_by_class_s, key=r.compute_by_class_s.get) == "matmul"

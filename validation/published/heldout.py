@@ -17,6 +17,7 @@ docs/heldout.md has the table, the assumptions and the results as run.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections import defaultdict
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 import simtrain as st
 
 __all__ = ["HeldoutRun", "HeldoutResult", "HELDOUT_RUNS", "METRICS", "published_step_time_s", "metric_of_step",
+           "breakdown_shares",
            "config_of", "cluster_of", "estimate_row", "run_heldout", "mape_by_stack", "main"]
 
 METRICS = ("tokens/s/GPU", "TFLOP/s/GPU", "s/iter")
@@ -276,6 +278,7 @@ class HeldoutResult:
     mfu: float
     hfu: float
     time_breakdown_s: dict
+    compute_by_class_s: dict = dataclasses.field(default_factory=dict)
 
     @property
     def error(self) -> float:
@@ -296,7 +299,8 @@ def estimate_row(run: HeldoutRun) -> HeldoutResult:
     return HeldoutResult(run=run, published_step_s=published, predicted_step_s=r.step_time_s,
                          published_metric=run.published, predicted_metric=metric_of_step(run, r.step_time_s, model),
                          feasible=bool(r.feasible), reasons=tuple(r.reasons), memory_gib=_memory_gib(r.memory),
-                         warnings=tuple(r.warnings), mfu=r.mfu, hfu=r.hfu, time_breakdown_s=dict(r.time_breakdown_s))
+                         warnings=tuple(r.warnings), mfu=r.mfu, hfu=r.hfu, time_breakdown_s=dict(r.time_breakdown_s),
+                         compute_by_class_s=dict(r.compute_by_class_s))
 
 
 def run_heldout(runs=HELDOUT_RUNS) -> list[HeldoutResult]:
@@ -356,12 +360,41 @@ def _row_line(res: HeldoutResult) -> str:
             f"{100 * res.error:>+7.1f}% {100 * res.mfu:>5.1f}% {feas:>4}")
 
 
+_PARTS = (("matmul", None), ("attention", None), ("other compute", None), ("exposed comm", "comm_exposed"),
+          ("interference", "interference"), ("realisation", None), ("bubble", "pipeline_bubble"),
+          ("optimizer", "optimizer"))
+_REALISATION = ("idle_gaps", "host_gaps", "stragglers")
+
+
+def breakdown_shares(res: HeldoutResult) -> dict[str, float]:
+    """Where the predicted step goes, as shares of it: compute by op class (matmul, attention, the rest,
+    recomputation included), exposed communication, interference, realisation (idle gaps, host gaps,
+    stragglers), pipeline bubble and optimizer."""
+    b, by_class, step = res.time_breakdown_s, res.compute_by_class_s, res.predicted_step_s
+    compute = b.get("compute", 0.0) + b.get("recompute", 0.0)
+    parts = {"matmul": by_class.get("matmul", 0.0), "attention": by_class.get("attention", 0.0)}
+    parts["other compute"] = max(0.0, compute - parts["matmul"] - parts["attention"])
+    parts["realisation"] = sum(b.get(k, 0.0) for k in _REALISATION)
+    for name, key in _PARTS:
+        if key is not None:
+            parts[name] = b.get(key, 0.0)
+    return {name: parts[name] / step for name, _ in _PARTS} if step > 0 else {}
+
+
+def _breakdown_line(res: HeldoutResult) -> str:
+    cells = "  ".join(f"{name} {100 * v:4.1f}%" for name, v in breakdown_shares(res).items())
+    return f"{res.run.name[:36]:<36} {100 * res.error:+6.1f}%  {cells}"
+
+
 def main() -> None:
     results = run_heldout()
     print(f"{'run':<36} {'stack':<13} {'metric':<13} {'published':>9} {'predicted':>9} {'pub s':>9} "
           f"{'pred s':>9} {'error':>8} {'p.MFU':>6} {'fits':>4}")
     for res in results:
         print(_row_line(res))
+    print("\npredicted step, where it goes (shares of the predicted step):")
+    for res in results:
+        print(_breakdown_line(res))
     for res in results:
         if not res.feasible:
             mem = ", ".join(f"{k} {v:.1f}" for k, v in res.memory_gib.items())
