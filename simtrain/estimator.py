@@ -30,7 +30,7 @@ from simtrain.parallel.partition import partition_blocks
 from simtrain.parallel.program import Layout, RankProgram, _OpCoster, stage_program
 from simtrain.parallel.schedule import pipeline_finish_s
 from simtrain.report.explain import bottleneck_of, comm_reports, compute_by_class, top_ops
-from simtrain.report.step_report import StepReport
+from simtrain.report.step_report import StepReport, full_load_watts
 from simtrain.specs.hardware import Cluster
 from simtrain.specs.stack import resolve_stack, stack_of
 from simtrain.specs.train import TrainConfig, layout_problems, resolve_dp
@@ -159,7 +159,7 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
         vector_flops_per_step=_vector_flops_per_sample(model) * cfg.global_batch_size, time_breakdown_s=breakdown, memory=peak_mem, bottleneck="", bottleneck_reason="",
         top_ops=top_ops(slowest, m), comm=comm_reports(stages, m), layout=lay.as_dict(),
         device_name=cluster.device.name,
-        price_per_device_hour=_value(cluster.device.price_per_hour), tdp_w=_value(cluster.device.tdp_w),
+        price_per_device_hour=_value(cluster.device.price_per_hour), tdp_w=full_load_watts(cluster.device),
         idle_power_w=_value(cluster.device.idle_power_w),
         eval_time_per_step_s=_eval_per_step(cfg, slowest, lay), attention_flops=cfg.attention_flops, engine=engine,
         stack=stack_of(cfg).name, sync_wait_s=waits[last], compute_by_class_s=compute_by_class(ender, m))

@@ -9,7 +9,7 @@ from types import MappingProxyType
 
 from simtrain.errors import SimtrainError
 
-__all__ = ["StepReport", "MemoryReport", "OpTime", "CommReport", "BREAKDOWN_KEYS", "ENERGY_MODEL", "device_watts",
+__all__ = ["StepReport", "MemoryReport", "OpTime", "CommReport", "BREAKDOWN_KEYS", "ENERGY_MODEL", "device_watts", "full_load_watts",
            "DEFAULT_IDLE_FRACTION_OF_TDP", "J_PER_KWH"]
 
 BREAKDOWN_KEYS = ("compute", "recompute", "comm_exposed", "pipeline_bubble", "data_stall", "optimizer",
@@ -157,6 +157,7 @@ class StepReport:
     device_name: str = ""
     price_per_device_hour: float | None = None
     tdp_w: float | None = None
+    """Draw of one device at full load: its power limit where one is set, else its TDP."""
     idle_power_w: float | None = None
     eval_time_per_step_s: float = 0.0
     """Evaluation time amortised per training step (forward only, every N steps)."""
@@ -289,6 +290,15 @@ class StepReport:
 #: idle power as a share of TDP for devices whose spec gives no idle figure (ENERGY_MODEL)
 DEFAULT_IDLE_FRACTION_OF_TDP = 0.3
 J_PER_KWH = 3.6e6
+
+
+def full_load_watts(device) -> float | None:
+    """A device's draw at full load: its power limit where one is set (``Device.power_limit_w``: the
+    board caps its draw there), else its TDP; None without either."""
+    limit = getattr(device, "power_limit_w", None)
+    if limit is not None:
+        return limit.value
+    return None if device.tdp_w is None else device.tdp_w.value
 
 
 def device_watts(tdp_w, idle_power_w, busy_fraction):

@@ -134,13 +134,14 @@ def _with_failures(df, ckpt_bytes: float, mtbf_device_s: float, restart_s: float
 
 def _energy_kwh(df, res, dev):
     """StepReport.energy_kwh over the time to train (ENERGY_MODEL); NaN without a TDP."""
-    if dev.tdp_w is None:
+    from simtrain.report.step_report import J_PER_KWH, device_watts, full_load_watts
+    full = full_load_watts(dev)
+    if full is None:
         return np.full(len(df), np.nan)
-    from simtrain.report.step_report import J_PER_KWH, device_watts
     step = df["step_time_s"].to_numpy()
     busy = np.minimum(1.0, (res["compute_s"] + res["recompute_s"] + res["optimizer_s"]) / step)
     idle = dev.idle_power_w.value if dev.idle_power_w is not None else None
-    watts = device_watts(dev.tdp_w.value, idle, busy)
+    watts = device_watts(full, idle, busy)
     return df["devices"].to_numpy() * watts * df["time_to_train_s"].to_numpy() / J_PER_KWH
 
 

@@ -97,6 +97,10 @@ class Stack(Spec):
     """Realisation of the stack's attention kernel in a training step over the component curve of its
     family (the model's masking and bias variants, e.g. ALiBi in llm-foundry's Triton kernel, and
     head sizes the benchmark did not run): multiplies the attention ceilings. 1 = as benchmarked."""
+    realisation_source: Annotated[str, Field(max_length=300)] = ""
+    """Where the realisation knobs (idle and host gaps, attention realisation, stragglers, the residual
+    interference) come from: "fit pool ..." when validation/published/fit_priors.py wrote them; empty
+    when they are the defaults."""
     straggler_sigma: Annotated[float, Field(ge=0, le=1)] = 0.0
     """Realisation: σ of the lognormal step-to-step variation of one rank's work (host jitter, GC
     pauses, thermal / power throttling differences, data imbalance). A synchronous step waits for the

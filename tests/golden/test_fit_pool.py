@@ -35,3 +35,22 @@ def test_fit_recovers_planted_knobs():
     knobs, err = fit_priors._fit_stack(synthetic, {})
     assert knobs["idle_gap_fraction"] == pytest.approx(0.2, rel=0.02)
     assert knobs.get("kernel_gap_s", 0.0) < 1e-6
+
+
+def test_a_written_preset_keeps_one_value_per_knob_and_rewrites_the_same():
+    text = "spec: stack\nname: x\ncomm_compute_slowdown: 0.0\nzero_stage: 3\n"
+    knobs = {"idle_gap_fraction": 0.1, "comm_compute_slowdown": 0.3}
+    once = fit_priors._strip_fitted(text, knobs) + fit_priors._fitted_block(knobs, {"idle_gap_fraction": 0.01}, 5)
+    twice = fit_priors._strip_fitted(once, knobs) + fit_priors._fitted_block(knobs, {"idle_gap_fraction": 0.01}, 5)
+    assert once == twice
+    import yaml
+    doc = yaml.safe_load(once)
+    assert doc["comm_compute_slowdown"] == 0.3 and doc["idle_gap_fraction"] == 0.1
+    assert once.count("\ncomm_compute_slowdown:") == 1 and "5 public runs" in doc["realisation_source"]
+
+
+def test_shipped_presets_name_the_fit_pool():
+    import simtrain as st
+    for name in ("deepspeed", "fsdp2", "llm-foundry", "megatron-core"):
+        assert st.load_stack(name).realisation_source.startswith("fit pool")
+    assert st.load_stack("reference").realisation_source == ""

@@ -202,3 +202,12 @@ def test_vectorized_sweep_equals_scalar_under_a_power_limit():
             (r.step_time_s, r.time_breakdown_s["compute"]), rel=1e-9)
     plain = estimate_points(model, st.load_cluster("dgx-h100", nodes=1), base, points)
     assert (df.step_time_s > plain.step_time_s).all()
+
+
+def test_energy_uses_the_power_limit_as_the_full_load_draw():
+    cfg = st.TrainConfig(global_batch_size=8, micro_batch_size=1, seq_len=1024, precision="bf16", tp=8)
+    base = st.load_cluster("dgx-h100", nodes=1)
+    full = st.estimate("llama2-7b", base, cfg)
+    capped = st.estimate("llama2-7b", base.with_power_limit(500.0), cfg)
+    assert full.tdp_w == 700.0 and capped.tdp_w == 500.0
+    assert capped.energy_kwh(duration_s=3600) < full.energy_kwh(duration_s=3600)

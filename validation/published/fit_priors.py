@@ -17,7 +17,9 @@ fitted on all remaining rows together (the cross-stack prior): what a user of a 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
+import re
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
@@ -71,6 +73,8 @@ class Fit:
     """The prior of a stack with no rows: the median of the fitted stacks' generic knobs."""
     uncertainty: dict[str, dict[str, float]]
     """±1 standard error of each fitted knob (Gauss-Newton), per stack."""
+    rows: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Pool rows each stack was fitted on."""
 
 
 def load_rows(sources: set[str] | None = None) -> list[PoolRow]:
@@ -190,7 +194,7 @@ def fit_pool(rows: list[PoolRow], rounds: int = 2) -> Fit:
         if SHARED_KNOBS:
             shared = _fit_shared(rows, stacks)
     pooled = _cross_stack_prior(stacks)
-    return Fit(stacks, shared, pooled, errs)
+    return Fit(stacks, shared, pooled, errs, {name: len(group) for name, group in by_stack.items()})
 
 
 def _cross_stack_prior(stacks: dict[str, dict]) -> dict[str, float]:
@@ -248,7 +252,8 @@ def write_presets(fit: Fit) -> list[str]:
             continue
         path = resources.files("simtrain.specs") / "stacks" / f"{stack}.yaml"
         text = path.read_text(encoding="utf-8")
-        text = _strip_fitted(text) + _fitted_block({**knobs, **fit.shared}, fit.uncertainty.get(stack, {}))
+        text = _strip_fitted(text, {**knobs, **fit.shared}) + _fitted_block({**knobs, **fit.shared}, fit.uncertainty.get(stack, {}),
+                                                   fit.rows.get(stack, 0))
         with open(str(path), "w", encoding="utf-8") as fh:
             fh.write(text)
         written.append(str(path))
@@ -258,12 +263,18 @@ def write_presets(fit: Fit) -> list[str]:
 _MARK = "# --- fit pool (validation/published/fit_priors.py --write) ---"
 
 
-def _strip_fitted(text: str) -> str:
-    return text.split("\n" + _MARK)[0].rstrip("\n") + "\n"
+def _strip_fitted(text: str, fitted=()) -> str:
+    """The preset without its fitted block; a fitted knob's hand-set line above it is commented out
+    (one key, one value: YAML would take the last silently)."""
+    head = text.split("\n" + _MARK)[0].rstrip("\n") + "\n"
+    for name in fitted:
+        head = re.sub(rf"^{name}:(.*)$", rf"# {name}:\1   (the fitted value below replaces it)", head, flags=re.M)
+    return head
 
 
-def _fitted_block(knobs: dict, err: dict) -> str:
-    lines = ["", _MARK]
+def _fitted_block(knobs: dict, err: dict, rows: int = 0) -> str:
+    lines = ["", _MARK, f'realisation_source: "fit pool: validation/published/fit_priors.py on {rows} public runs of '
+                        'this stack (docs/fit-pool.md)"']
     for name in (*STACK_KNOBS, *SHARED_KNOBS):
         if name not in knobs:
             continue
