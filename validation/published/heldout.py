@@ -331,12 +331,13 @@ def _family(run: HeldoutRun) -> str:
 
 def one_shot_groups(results: list[HeldoutResult]) -> dict[str, list[tuple[str, float, list[float]]]]:
     """The calibrate-on-your-own-run workflow, evaluated: within each (stack, GPU family) with two or
-    more rows predicted feasible, ``st.calibrate_runs`` on each row alone (one factor), the other
+    more rows with a predicted step time (those predicted not to fit in memory too: they ran),
+    ``st.calibrate_runs`` on each row alone (one factor), the other
     rows of the group predicted. {group: [(trained on, factor, errors of the others)]}. Nothing
     learned here is kept anywhere: each fit is thrown away after predicting its group."""
     groups: dict[str, list[HeldoutResult]] = defaultdict(list)
-    for res in results:
-        if res.feasible:
+    for res in results:  # a run predicted not to fit in memory ran all the same: calibrate_runs takes it
+        if math.isfinite(res.predicted_step_s):
             groups[f"{res.run.stack} on {_family(res.run)}"].append(res)
     out = {}
     for name, rows in sorted(groups.items()):
