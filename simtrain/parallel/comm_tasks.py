@@ -167,8 +167,12 @@ def _pp_tasks(last, cfg, lay, reg, comm, stage: int) -> list:
     # Megatron's scatter-gather optimisation sends 1/tp of the activation per rank (Narayanan §4.1)
     boundary = last.out_elements * b * reg.act_bytes / lay.tp
     sec = comm.pp_send_s(boundary, stage)
-    # each of the v chunks of a stage sends its activation on and its gradient back once per micro-batch
-    return [CommTask("pp", "send", "fw", boundary, sec, lay.v), CommTask("pp", "send", "bw", boundary, sec, lay.v)]
+    # each of the v chunks of a stage sends its activation on and its gradient back once per micro-batch;
+    # under the interleaved schedule the stack may post them before the next chunk's compute
+    stack = stack_of(cfg)
+    share = stack.pp_comm_overlap if str(cfg.pipeline_schedule) == "interleaved-1f1b" else 0.0
+    return [CommTask("pp", "send", phase, boundary, sec, lay.v, overlap_s=share * sec * lay.v,
+                     slowdown=stack.comm_compute_slowdown if share else 0.0) for phase in ("fw", "bw")]
 
 
 def _stream_tasks(items, lay, reg, coster, fw_s: float, bw_s: float) -> list:

@@ -115,8 +115,9 @@ def _local_comm(g: _Group, stage: int, blocks) -> dict:
         local = microbatch_comm(items, cfg, lay, s.reg, comm, coster, stage, _last_op(g.model, blocks))
         return {"e_fw": _exposed(local, ("fw",)), "e_back": _exposed(local, ("bw", "recompute")),
                 "e_bw": _exposed(local, ("bw",)), "e_rc": _exposed(local, ("recompute",))}
+    # the schedule decides whether the stack's pipeline sends are hidden (comm_tasks._pp_tasks)
     return g.piece("local", ["mb", "cp", "tp", "sp", "ep", "dp", "sig_l"], fn,
-                   (id(g.model), id(g.cluster), g.p, g.v, blocks))
+                   (id(g.model), id(g.cluster), g.p, g.v, str(g.schedule), blocks))
 
 
 def _dp_side(g: _Group, blocks) -> dict:

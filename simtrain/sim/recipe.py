@@ -77,8 +77,11 @@ def _phase_comm(stage, phases: tuple[str, ...], v: int):
         if t.phase not in phases:
             continue
         e, h, i = _split(t, v)
-        if t.axis == "pp":
-            send = (e + h + i, t.bytes)
+        if t.axis == "pp":  # the send at the task's tail blocks for what the estimate charges of it
+            send = (e + i, t.bytes)
+            if h > 0:  # a send the stack posts before the next chunk's compute (Stack.pp_comm_overlap)
+                hidden.setdefault("pp", [0.0, 0.0])[0] += h
+                hidden["pp"][1] += t.bytes * t.count / v
             continue
         acc = exposed.setdefault(t.axis, [0.0, 0.0])
         acc[0] += e

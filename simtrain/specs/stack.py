@@ -72,6 +72,12 @@ class Stack(Spec):
     tp_comm_overlap: Share = 0.0
     """Share of tensor-parallel collective time hidden behind the GEMMs that consume / produce it
     (Megatron-Core ``--tp-comm-overlap`` with userbuffers, PyTorch async TP). 0 = on the critical path."""
+    pp_comm_overlap: Share = 0.0
+    """Share of the pipeline's point-to-point sends hidden behind the next chunk's compute under the
+    interleaved schedule (Megatron-LM / Megatron-Core ``overlap_p2p_comm``: the training arguments turn
+    it on by default, ``--no-overlap-p2p-communication`` off, and force it off for a non-interleaved
+    schedule; the sends are posted with isend / irecv before the compute and waited for after it).
+    Other schedules keep their sends on the critical path. 0 = never hidden."""
     comm_compute_slowdown: Share = 0.0
     """While an overlapped collective runs, the compute beside it slows down (NCCL kernels take SMs
     and HBM bandwidth): a hidden collective of t seconds still costs slowdown · t."""

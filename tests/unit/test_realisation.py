@@ -105,3 +105,23 @@ def test_compute_by_class_adds_up_to_compute_and_recompute():
     b = r.time_breakdown_s
     assert sum(r.compute_by_class_s.values()) == pytest.approx(b["compute"] + b["recompute"], rel=1e-9)
     assert max(r.compute_by_class_s, key=r.compute_by_class_s.get) == "matmul"
+
+
+def test_interleaved_pipeline_sends_hide_when_the_stack_overlaps_them():
+    """Megatron's overlap_p2p_comm: under the interleaved schedule the sends leave the critical path (what
+    is left is the interference on their hidden time); under 1F1B they stay on it."""
+    def run(schedule, share):
+        stack = st.load_stack("reference").with_overrides(pp_comm_overlap=share)
+        cfg = st.TrainConfig(global_batch_size=16, micro_batch_size=1, seq_len=1024, precision="bf16", pp=2,
+                             virtual_stages=2 if schedule == "interleaved-1f1b" else 1,
+                             pipeline_schedule=schedule, stack=stack)
+        return st.estimate("gpt2", st.load_cluster("dgx-a100-80gb", nodes=2), cfg)
+    plain, hidden = run("interleaved-1f1b", 0.0), run("interleaved-1f1b", 1.0)
+    assert hidden.step_time_s < plain.step_time_s
+    pp = lambda r: next(c for c in r.comm if c.axis == "pp")  # noqa: E731
+    assert pp(hidden).exposed_s == pytest.approx(0.0, abs=1e-12) and pp(plain).exposed_s > 0
+    assert run("1f1b", 1.0).step_time_s == pytest.approx(run("1f1b", 0.0).step_time_s, rel=1e-12)
+    sim = st.simulate("gpt2", st.load_cluster("dgx-a100-80gb", nodes=2), hidden_cfg := st.TrainConfig(
+        global_batch_size=16, micro_batch_size=1, seq_len=1024, precision="bf16", pp=2, virtual_stages=2,
+        pipeline_schedule="interleaved-1f1b", stack=st.load_stack("reference").with_overrides(pp_comm_overlap=1.0)))
+    assert hidden_cfg.pp == 2 and sim.step_time_s == pytest.approx(hidden.step_time_s, rel=1e-6)
