@@ -136,14 +136,7 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     ender, slowest = stages[last], max(stages, key=lambda st: st.microbatch_s)
     busy_s = ends[last]
     data = (data or (lambda s: pipeline_times(cfg.data, cfg.global_batch_size / lay.dp, s, cluster.node)))(busy_s)
-    interference = interference_s(ender, m)
-    breakdown = {
-        "compute": m * (ender.fw_s + ender.bw_s), "recompute": m * ender.recompute_s,
-        "comm_exposed": m * ender.exposed_comm_s() + ender.sync_before_s + ender.sync_after_s + waits[last]
-        - interference,
-        "pipeline_bubble": max(0.0, finish_s[last] - (ender.sync_before_s + m * ender.microbatch_s)),
-        "data_stall": data.stall_s, "optimizer": ender.optimizer_s, "interference": interference, **lines[last],
-    }
+    breakdown = {**_breakdown(ender, m, finish_s[last], waits[last]), "data_stall": data.stall_s, **lines[last]}
     step_s = data.iteration_s
     memories = stage_memories(model, cluster, cfg, program)
     peak_mem = max(memories, key=lambda mm: (mm.reserved_bytes, mm.total_bytes))
@@ -185,6 +178,18 @@ def _sync_wait_s(cluster: Cluster, lay: Layout, stage) -> float:
     sigma = device_efficiency(cluster.device).rank_jitter_sigma
     work_s = lay.micro_batches * (stage.fw_s + stage.bw_s + stage.recompute_s)
     return sync_wait_seconds(work_s, lay.dp * lay.tp * lay.pp * lay.cp, sigma)
+
+
+def _breakdown(ender, m: int, finish_s: float, wait_s: float) -> dict:
+    """The critical rank's step by part (data stall and realisation lines apart): the compute beside
+    its overlapped collectives loses ``interference`` seconds, which ``CommTask.exposed_s`` charges,
+    so that part leaves ``comm_exposed`` for its own line."""
+    interference = interference_s(ender, m)
+    return {"compute": m * (ender.fw_s + ender.bw_s), "recompute": m * ender.recompute_s,
+            "comm_exposed": m * ender.exposed_comm_s() + ender.sync_before_s + ender.sync_after_s + wait_s
+            - interference,
+            "pipeline_bubble": max(0.0, finish_s - (ender.sync_before_s + m * ender.microbatch_s)),
+            "optimizer": ender.optimizer_s, "interference": interference}
 
 
 def _realisation(cluster: Cluster, cfg: TrainConfig, lay: Layout, stage, span_s: float) -> dict:

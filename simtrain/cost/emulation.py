@@ -8,7 +8,8 @@ report): the config must say ``emulate_precision=True``, and the report then say
 
 from __future__ import annotations
 
-from simtrain.cost.compute import EMULATED_SOURCE, matrix_peak_flops_per_s
+from simtrain.cost.ceilings import EMULATED_SOURCE
+from simtrain.cost.compute import matrix_peak_flops_per_s
 from simtrain.errors import SimtrainError
 from simtrain.glossary import DType, Mark
 from simtrain.specs.base import Sourced

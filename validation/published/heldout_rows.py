@@ -1,0 +1,186 @@
+"""The held-out set's rows: each published run, what ran, on what, how fast and where it is printed.
+
+docs/heldout.md has the table, the assumptions and the results; validation/published/heldout.py predicts
+them. A row keeps what its source states; a setting the source leaves out takes the framework's
+documented default and is listed in ``assumptions``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["HeldoutRun", "HELDOUT_RUNS"]
+
+
+@dataclass(frozen=True)
+class HeldoutRun:
+    """One published training run: what ran, on what, how fast, and where it is printed."""
+
+    name: str
+    model: str                      # workloads/models/<model>.yaml
+    cluster: str                    # hardware_specs/clusters/<cluster>.yaml
+    nodes: int
+    stack: str                      # simtrain stack preset of the framework used
+    global_batch_size: int          # sequences
+    micro_batch_size: int
+    seq_len: int
+    precision: str
+    metric: str                     # one of METRICS
+    published: float
+    definition: str                 # the source's definition of the metric and the conversion used
+    source: str
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    zero_stage: int | None = None   # None: the stack preset's
+    recompute: str = "none"
+    recompute_every_k_blocks: int | None = None
+    recompute_num_layers: int | None = None
+    sequence_parallel: bool = False
+    pipeline_schedule: str = "1f1b"
+    virtual_stages: int = 1
+    flash_attention: bool | None = None   # None: the stack's attention kernel decides
+    dp_overlap: bool | None = None        # None: the stack preset's
+    nics_per_node: int | None = None      # network overrides where the source's fabric differs
+    nic_link: str | None = None
+    assumptions: tuple[str, ...] = ()
+
+
+_TT = ("pytorch/torchtitan docs/performance.md @ 041336434916bdc0f88c1f89fda176fd3c2092e4, "
+       "'{table}' (64 A100 80GB, FSDP2 1D)")
+_TT_DEF = "torchtitan train.py 'wps': tokens processed per second per rank; step = GBS·seq/(wps·GPUs)"
+_TT_ASSUME = ("cluster network not stated: DGX A100 80GB with 8 x HDR 200 Gb/s assumed",
+              "torchtitan defaults of that commit: bf16 params / fp32 reduce, no torch.compile, no float8, "
+              "SDPA flash attention, AdamW, grad clipping")
+_LF = "mosaicml/llm-foundry scripts/train/benchmarking/README.md @ 061f2c7ce64e655100286584a7629e2a09f827ba, "
+_LF_DEF = "README column 'Throughput (T/s/GPU)'; step = GBS·seq/(T/s/GPU · GPUs)"
+_LF_ASSUME = ("sweep defaults (submit_benchmarks.py): attn_impl triton, low-precision LayerNorm, "
+              "FSDP FULL_SHARD, limit_all_gathers, AdamW",)
+_NEMO = ("NVIDIA/NeMo docs/source/performance/performance_summary.md @ 070a0bb168d405d653b9734c0017cf5078e77c0d, "
+         "Pretraining table (NeMo 24.07 container, DGX-H100, FP8)")
+_NEMO_DEF = "table column 'Tokens / sec / GPU'; step = GBS·seq/(value · GPUs)"
+_NEMO_ASSUME = ("NeMo/Megatron-Core performance-recipe defaults: Transformer Engine FP8 (delayed scaling), "
+                "distributed optimizer (ZeRO-1), overlapped grad reduce / param gather, TP comm overlap, "
+                "sequence parallel with TP > 1, no activation recompute",)
+_LLAMA3 = ("Dubey et al. 2024, 'The Llama 3 Herd of Models' (arXiv:2407.21783), §3.3.2 Table 4 "
+           "(405B pre-training scaling configurations), row {row}; hardware §3.3.1 (H100 80GB HBM3 700 W, "
+           "8 per server on NVLink, 400 Gb/s RoCE per GPU)")
+_LLAMA3_DEF = ("Table 4 'TFLOPs/GPU' (BF16 MFU {mfu}); the paper prints no FLOP formula: PaLM's 6·N + "
+               "12·L·H·Q·T per token (Chowdhery et al. 2022 App. B, causal attention counted in full) assumed; "
+               "step = 2048 seq × 8192 tok × that / (value · GPUs)")
+_LLAMA3_ASSUME = ("Meta's in-house 4D-parallel stack is not a preset: megatron-core taken as the nearest "
+                  "(TP + SP, PP, sharded DP, fused kernels)",
+                  "DP = GPUs / (TP·CP·PP); 16M tokens/batch = 2048 sequences of 8192",
+                  "micro-batch 1; non-interleaved 1F1B (the paper modifies an interleaved schedule but "
+                  "states no virtual-stage count)",
+                  "zero_stage 2: DP is FSDP sharding optimizer states and gradients, parameters not "
+                  "resharded after the forward (§3.3.2, recalled, not re-verified in the stored corpus)",
+                  "no activation recompute: §3.3.2 reports 8K pre-training without activation "
+                  "checkpointing (recalled, not re-verified in the stored corpus)",
+                  "RoCE 400 Gb/s per GPU modelled by the dgx-h100 cluster's 8 x NDR 400 Gb/s rail fabric")
+
+HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
+    # --- Llama 3 405B pre-training, H100 (nearest preset: megatron-core) ---------------------------
+    HeldoutRun("Llama3-405B 8192xH100", "llama3-405b", "dgx-h100", 1024, "megatron-core", 2048, 1, 8192,
+               "bf16", "TFLOP/s/GPU", 430.0, _LLAMA3_DEF.format(mfu="43%"), _LLAMA3.format(row=1),
+               tp=8, pp=16, zero_stage=2, sequence_parallel=True, assumptions=_LLAMA3_ASSUME),
+    HeldoutRun("Llama3-405B 16384xH100", "llama3-405b", "dgx-h100", 2048, "megatron-core", 2048, 1, 8192,
+               "bf16", "TFLOP/s/GPU", 400.0, _LLAMA3_DEF.format(mfu="41%"), _LLAMA3.format(row=2),
+               tp=8, pp=16, zero_stage=2, sequence_parallel=True, assumptions=_LLAMA3_ASSUME),
+    # --- NeMo 24.07 (Megatron-Core), DGX-H100, FP8 -------------------------------------------------
+    HeldoutRun("NeMo Llama2-7B 8xH100 fp8", "llama2-7b", "dgx-h100", 1, "megatron-core", 128, 1, 4096, "fp8",
+               "tokens/s/GPU", 16847.0, _NEMO_DEF, _NEMO + ", row LLAMA2-7B", assumptions=_NEMO_ASSUME),
+    HeldoutRun("NeMo Llama2-70B 64xH100 fp8", "llama2-70b", "dgx-h100", 8, "megatron-core", 128, 1, 4096,
+               "fp8", "tokens/s/GPU", 1707.0, _NEMO_DEF, _NEMO + ", row LLAMA2-70B", tp=4, pp=4,
+               sequence_parallel=True, pipeline_schedule="interleaved-1f1b", virtual_stages=20,
+               assumptions=_NEMO_ASSUME),
+    HeldoutRun("NeMo GPT3-175B 128xH100 fp8", "gpt3-175b", "dgx-h100", 16, "megatron-core", 256, 1, 2048,
+               "fp8", "tokens/s/GPU", 726.0, _NEMO_DEF, _NEMO + ", row GPT3-175B (128 GPUs)", tp=4, pp=8,
+               sequence_parallel=True, pipeline_schedule="interleaved-1f1b", virtual_stages=6,
+               assumptions=_NEMO_ASSUME + ("NeMo's GPT-3 vocabulary (50257, padded) modelled by the library's "
+                                           "gpt3-175b (51200)",)),
+    HeldoutRun("NeMo Llama3-70B 64xH100 fp8 cp2", "llama3-70b", "dgx-h100", 8, "megatron-core", 128, 1, 8192,
+               "fp8", "tokens/s/GPU", 1533.0, _NEMO_DEF, _NEMO + ", row LLAMA3-70B", tp=4, pp=4, cp=2,
+               sequence_parallel=True, pipeline_schedule="interleaved-1f1b", virtual_stages=5,
+               assumptions=_NEMO_ASSUME),
+    # --- torchtitan (FSDP2, eager), 64 x A100 80GB -------------------------------------------------
+    HeldoutRun("torchtitan Llama3-8B 64xA100", "llama3-8b", "dgx-a100-80gb", 8, "fsdp2", 64, 1, 8192, "bf16",
+               "tokens/s/GPU", 2904.0, _TT_DEF, _TT.format(table="Llama 3 performance numbers, 8B, batch 1, "
+                                                            "selective layer AC"),
+               recompute="full", recompute_num_layers=16,
+               assumptions=_TT_ASSUME + ("'selective layer' AC, frequency not stated: selective_ac_option "
+                                         "'2' (torchtitan's example value: every 2nd block wrapped in a "
+                                         "checkpoint, the others keep their activations): 16 of the 32 "
+                                         "layers fully recomputed (recompute_num_layers)",
+                                         "seq 8192 (the page: Llama 2's 4096 'is halved compared with "
+                                         "Llama 3')")),
+    HeldoutRun("torchtitan Llama3-70B 64xA100", "llama3-70b", "dgx-a100-80gb", 8, "fsdp2", 64, 1, 8192, "bf16",
+               "tokens/s/GPU", 331.0, _TT_DEF, _TT.format(table="Llama 3 performance numbers, 70B, batch 1, "
+                                                           "full AC"),
+               recompute="full", assumptions=_TT_ASSUME + ("seq 8192 (Llama 3 default, as above)",)),
+    HeldoutRun("torchtitan Llama2-13B 64xA100", "llama2-13b", "dgx-a100-80gb", 8, "fsdp2", 128, 2, 4096, "bf16",
+               "tokens/s/GPU", 2162.0, _TT_DEF, _TT.format(table="Llama 2 performance numbers, 13B, batch 2, "
+                                                            "no AC"),
+               assumptions=_TT_ASSUME + ("seq 4096: the Llama 2 default the page names",)),
+    # --- llm-foundry (Composer FSDP), MPT -----------------------------------------------------------
+    HeldoutRun("llm-foundry MPT-7B 8xH100", "mpt-7b", "dgx-h100", 1, "llm-foundry", 48, 6, 2048, "bf16",
+               "tokens/s/GPU", 10643.0, _LF_DEF, _LF + "table 'H100 80GB BF16', row 7b/2048/8 GPUs",
+               assumptions=_LF_ASSUME + ("H100 cluster fabric not stated (single node here)",
+                                         "amp_bf16 with FSDP mixed precision DEFAULT (fp32 parameters "
+                                         "gathered) modelled as bf16")),
+    HeldoutRun("llm-foundry MPT-30B 32xH100", "mpt-30b", "dgx-h100", 4, "llm-foundry", 1344, 14, 2048, "bf16",
+               "tokens/s/GPU", 2308.0, _LF_DEF, _LF + "table 'H100 80GB BF16', row 30b/2048/32 GPUs",
+               recompute="full",
+               assumptions=_LF_ASSUME + ("H100 cluster fabric not stated: dgx-h100 (8 x NDR 400 Gb/s) assumed",
+                                         "amp_bf16 with FSDP mixed precision DEFAULT (fp32 parameters "
+                                         "gathered) modelled as bf16")),
+    HeldoutRun("llm-foundry MPT-7B 8xA100-80GB", "mpt-7b", "dgx-a100-80gb", 1, "llm-foundry", 96, 6, 2048,
+               "bf16", "tokens/s/GPU", 4641.0, _LF_DEF,
+               _LF + "table 'A100 80GB with 1600 Gbps node-node interconnect (RoCE)', row 7b/2048/8 GPUs",
+               assumptions=_LF_ASSUME + ("amp_bf16 with FSDP mixed precision DEFAULT modelled as bf16",)),
+    HeldoutRun("llm-foundry MPT-70B 64xA100-80GB", "mpt-70b", "dgx-a100-80gb", 8, "llm-foundry", 2048, 8, 2048,
+               "bf16", "tokens/s/GPU", 410.0, _LF_DEF,
+               _LF + "table 'A100 80GB with 1600 Gbps node-node interconnect (RoCE)', row 70b/2048/64 GPUs",
+               recompute="full",
+               assumptions=_LF_ASSUME + ("1600 Gb/s RoCE per node modelled as 8 x HDR 200 Gb/s",)),
+    HeldoutRun("llm-foundry MPT-13B 64xA100-40GB", "mpt-13b", "dgx-a100-40gb", 8, "llm-foundry", 1024, 16, 2048,
+               "bf16", "tokens/s/GPU", 1976.0, _LF_DEF,
+               _LF + "table 'A100 40GB with 1600 Gbps node-node interconnect (RoCE)', row 13b/2048/64 GPUs",
+               recompute="full",
+               assumptions=_LF_ASSUME + ("1600 Gb/s RoCE per node modelled as 8 x HDR 200 Gb/s",)),
+    # --- PyTorch FSDP (IBM fms-fsdp), Llama 2 7B on 128 x A100 80GB --------------------------------
+    HeldoutRun("PyTorch FSDP Llama2-7B 128xA100", "llama2-7b", "dgx-a100-80gb", 16, "fsdp2", 256, 2, 4096, "bf16",
+               "tokens/s/GPU", 3700.0, "the post's 'tokens/sec/GPU'; step = GBS·seq/(value · GPUs)",
+               "Team PyTorch at IBM and at Meta, 'Maximizing training throughput using PyTorch FSDP' (PyTorch "
+               "blog / IBM Research, 13 Mar 2024): 3,700 tokens/sec/GPU, 57 % MFU on 128 A100; settings from "
+               "foundation-model-stack/fms-fsdp README.md table (7b, 128 x A100, HSDP, activation "
+               "checkpointing False, batch size 2) and docs/configurations.md",
+               assumptions=("FSDP1 with SDPA flash attention, bf16 mixed precision, no torch.compile: the fsdp2 "
+                            "preset (eager PyTorch FSDP, SDPA) taken as the nearest",
+                            "HSDP (parameters sharded inside each 8-GPU node, replicated across the 16 nodes) "
+                            "is not a simtrain layout: modelled as full sharding over all 128 ranks (more "
+                            "gather traffic over the network than the run had)",
+                            "seq 4096 (the post: '4k context length'); global batch 2 x 128 = 256",
+                            "cluster network not stated: 8 x HDR 200 Gb/s per node")),
+    # --- BLOOM-176B (Megatron-DeepSpeed), 384 x A100 80GB on Jean Zay --------------------------------
+    HeldoutRun("BLOOM-176B 384xA100-80GB", "bloom-176b", "dgx-a100-80gb", 48, "deepspeed", 2048, 2, 2048, "bf16",
+               "s/iter", 104.70,
+               "'elapsed time per iteration (s)' of the training log line quoted in the README (iteration "
+               "85376, global batch 2048, 'TFLOPs: 149.77' hardware FLOPs incl. recompute)",
+               "bigscience-workshop/bigscience train/tr11-176B-ml/README.md @ "
+               "00327f8c3533c39b3cc17013f0d0d2b770eb2bb9, 'Important checkpoints' (log line) with "
+               "'Replica setup', 'Deepspeed config' and tr11-176B-ml.slurm (TP 4, PP 12, DP 8, MBS 2, bf16, "
+               "--checkpoint-activations, BF16_Optimizer = ZeRO-1)",
+               tp=4, pp=12, zero_stage=1, recompute="full", flash_attention=False, dp_overlap=False,
+               nics_per_node=4, nic_link="ib-edr",
+               assumptions=("Megatron-DeepSpeed: the deepspeed preset taken (DeepSpeed engine, pipeline and "
+                            "ZeRO); its kernels are Megatron's (fused softmax / bias-GeLU), not HF eager",
+                            "no FlashAttention (2022 Megatron-DeepSpeed with ALiBi used the fused masked "
+                            "softmax)",
+                            "DeepSpeed PipelineEngine reduces gradients after the last micro-batch: "
+                            "dp_overlap off",
+                            "Jean Zay nodes: 8 x A100-SXM4-80GB on NVLink, 4 Omni-Path 100 Gb/s links per "
+                            "node (README 'Hardware'): DGX A100 80GB node with 4 x 100 Gb/s (ib-edr) NICs",
+                            "no sequence parallelism (not in that code); AdamW (apex FusedAdam, weight decay "
+                            "0.1); the README's CUDA_LAUNCH_BLOCKING=1 is not modelled")),
+)
