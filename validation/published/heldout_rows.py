@@ -71,8 +71,13 @@ _LLAMA3_DEF = ("Table 4 'TFLOPs/GPU' (BF16 MFU {mfu}); the paper prints no FLOP 
 _LLAMA3_ASSUME = ("Meta's in-house 4D-parallel stack is not a preset: megatron-core taken as the nearest "
                   "(TP + SP, PP, sharded DP, fused kernels)",
                   "DP = GPUs / (TP·CP·PP); 16M tokens/batch = 2048 sequences of 8192",
-                  "micro-batch 1; non-interleaved 1F1B (the paper modifies an interleaved schedule but "
-                  "states no virtual-stage count)",
+                  "micro-batch 1; interleaved 1F1B with 8 chunks per rank: the paper uses 'an interleaved "
+                  "schedule ... with V pipeline stages on one pipeline rank' (§3.3.2) and states the layer "
+                  "placement that fixes V: 'we reduce one Transformer layer each from the first and the last "
+                  "stages ... the first model chunk on the first stage has only the embedding, and the last "
+                  "model chunk on the last stage has only output projection and loss' — 126 layers + "
+                  "embedding + head = 128 chunks = 16 stages x 8, one block each (simtrain's partition of "
+                  "128 chunks). Before 2026-12-05 the row ran non-interleaved 1F1B (V read as unstated)",
                   "zero_stage 2: DP is FSDP sharding optimizer states and gradients, parameters not "
                   "resharded after the forward (§3.3.2, recalled, not re-verified in the stored corpus)",
                   "no activation recompute: §3.3.2 reports 8K pre-training without activation "
@@ -83,10 +88,12 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
     # --- Llama 3 405B pre-training, H100 (nearest preset: megatron-core) ---------------------------
     HeldoutRun("Llama3-405B 8192xH100", "llama3-405b", "dgx-h100", 1024, "megatron-core", 2048, 1, 8192,
                "bf16", "TFLOP/s/GPU", 430.0, _LLAMA3_DEF.format(mfu="43%"), _LLAMA3.format(row=1),
-               tp=8, pp=16, zero_stage=2, sequence_parallel=True, assumptions=_LLAMA3_ASSUME),
+               tp=8, pp=16, zero_stage=2, sequence_parallel=True, pipeline_schedule="interleaved-1f1b",
+               virtual_stages=8, assumptions=_LLAMA3_ASSUME),
     HeldoutRun("Llama3-405B 16384xH100", "llama3-405b", "dgx-h100", 2048, "megatron-core", 2048, 1, 8192,
                "bf16", "TFLOP/s/GPU", 400.0, _LLAMA3_DEF.format(mfu="41%"), _LLAMA3.format(row=2),
-               tp=8, pp=16, zero_stage=2, sequence_parallel=True, assumptions=_LLAMA3_ASSUME),
+               tp=8, pp=16, zero_stage=2, sequence_parallel=True, pipeline_schedule="interleaved-1f1b",
+               virtual_stages=8, assumptions=_LLAMA3_ASSUME),
     # --- NeMo 24.07 (Megatron-Core), DGX-H100, FP8 -------------------------------------------------
     HeldoutRun("NeMo Llama2-7B 8xH100 fp8", "llama2-7b", "dgx-h100", 1, "megatron-core", 128, 1, 4096, "fp8",
                "tokens/s/GPU", 16847.0, _NEMO_DEF, _NEMO + ", row LLAMA2-7B", assumptions=_NEMO_ASSUME),
