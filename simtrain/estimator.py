@@ -74,7 +74,7 @@ def build_program(model: Model, cluster: Cluster, cfg: TrainConfig, comm=None) -
     dp, _ = resolve_dp(cfg, cluster.devices_count)
     m = cfg.global_batch_size // dp // cfg.micro_batch_size
     lay = Layout(dp, cfg.tp, cfg.pp, cfg.cp, cfg.ep, cfg.virtual_stages, m, cfg.micro_batch_size)
-    chunks = partition_blocks(model, cfg.pp * cfg.virtual_stages)
+    chunks = partition_blocks(model, cfg.pp * cfg.virtual_stages, cfg.first_stage_layers, cfg.last_stage_layers)
     if chunks is None:
         return [f"the model's {len(model.blocks)} blocks cannot fill pp × virtual_stages = "
                 f"{cfg.pp * cfg.virtual_stages} pipeline chunks"]

@@ -80,11 +80,15 @@ class Model:
         return tuple(op for op in self.ops if op.block == block)
 
     def layout_facts(self) -> dict[str, int | None]:
-        """Facts the layout checks need (heads, kv_heads, experts, blocks, seq_len)."""
+        """Facts the layout checks need (heads, kv_heads, experts, blocks, layers: the repeated blocks,
+        seq_len)."""
         cached = self.meta.get("_layout_facts")
         if cached is not None:
             return dict(cached)
-        facts: dict[str, int | None] = {"blocks": len(self.blocks), "seq_len": self.seq_len}
+        import re
+        layers = sum(1 for b in self.blocks if re.match(r".*\.\d+$", b))
+        facts: dict[str, int | None] = {"blocks": len(self.blocks), "seq_len": self.seq_len,
+                                        "layers": layers or None}
         for op in self.ops:
             if op.attention is not None and "heads" not in facts:
                 facts["heads"], facts["kv_heads"] = op.attention.heads, op.attention.kv_heads

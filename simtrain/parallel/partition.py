@@ -18,12 +18,37 @@ __all__ = ["partition_blocks"]
 _REPEATED = re.compile(r".*\.\d+$")
 
 
-def partition_blocks(model: Model, chunks: int) -> list[tuple[str, ...]] | None:
-    """``chunks`` contiguous groups of block names, or None when there are fewer blocks than chunks."""
-    key = f"_partition_{chunks}"
+def partition_blocks(model: Model, chunks: int, first: int | None = None,
+                     last: int | None = None) -> list[tuple[str, ...]] | None:
+    """``chunks`` contiguous groups of block names, or None when there are fewer blocks than chunks.
+    ``first`` / ``last``: repeated blocks on the first / last chunk, the rest split evenly over the
+    others (Megatron's ``--decoder-first/last-pipeline-num-layers``; the config checks they divide)."""
+    key = f"_partition_{chunks}_{first}_{last}"
     if key not in model.meta:
-        model.meta[key] = _partition(model, chunks)
+        model.meta[key] = _partition(model, chunks) if first is None and last is None else \
+            _pinned_ends(list(model.blocks), chunks, first, last)
     return model.meta[key]
+
+
+def _pinned_ends(blocks: list[str], chunks: int, first: int | None, last: int | None) -> list[tuple[str, ...]]:
+    """``first`` layers on chunk 0 and ``last`` on the last chunk (None: the even share), the other
+    layers evenly over the chunks between; embedding and head join the ends as in :func:`_even`."""
+    rep = [i for i, b in enumerate(blocks) if _REPEATED.match(b)]
+    layers = blocks[rep[0]:rep[-1] + 1]
+    middle = chunks - (first is not None) - (last is not None)
+    share = (len(layers) - (first or 0) - (last or 0)) // max(middle, 1)
+    counts = [share] * chunks
+    if first is not None:
+        counts[0] = first
+    if last is not None:
+        counts[-1] = last
+    out, start = [], 0
+    for n in counts:
+        out.append(list(layers[start:start + n]))
+        start += n
+    out[0] = blocks[:rep[0]] + out[0]
+    out[-1] = out[-1] + blocks[rep[-1] + 1:]
+    return [tuple(c) for c in out]
 
 
 def _partition(model: Model, chunks: int) -> list[tuple[str, ...]] | None:

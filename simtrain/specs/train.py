@@ -108,6 +108,14 @@ class TrainConfig(Spec):
     None: every layer."""
     recompute_every_k_blocks: Annotated[int, Field(ge=1)] | None = None
     """With recompute='full': checkpoint only every k-th block (k=1 is every block)."""
+    first_stage_layers: Annotated[int, Field(ge=0, le=100_000)] | None = None
+    """Transformer layers on the first pipeline stage, the others split evenly over the rest
+    (Megatron-LM / Megatron-Core ``--decoder-first-pipeline-num-layers``): frameworks put fewer there,
+    where the embedding sits and, under 1F1B, the most micro-batches are in flight. None: an even split.
+    Non-interleaved schedules only."""
+    last_stage_layers: Annotated[int, Field(ge=0, le=100_000)] | None = None
+    """Transformer layers on the last pipeline stage, beside the output layer and the loss
+    (``--decoder-last-pipeline-num-layers``). None: an even split."""
     fused_optimizer: bool = True
     """Legacy switch, read only when set explicitly (or by a stack) and ``optimizer_impl`` is None:
     True ≡ ``optimizer_impl="fused"``, False ≡ ``"for-loop"``."""
@@ -250,6 +258,24 @@ def resolve_dp(cfg: TrainConfig, devices_count: int) -> tuple[int | None, list[s
     return (dp if not reasons else None), reasons
 
 
+def _stage_layer_problems(cfg: TrainConfig, layers: int | None) -> list[str]:
+    """Why ``first_stage_layers`` / ``last_stage_layers`` cannot cut the model's ``layers`` (empty = fine):
+    Megatron asks the layers left to divide evenly over the stages left."""
+    given = [n for n in (cfg.first_stage_layers, cfg.last_stage_layers) if n is not None]
+    if not given:
+        return []
+    if cfg.pp < 2 or cfg.virtual_stages > 1:
+        return ["first_stage_layers / last_stage_layers need pp ≥ 2 and a non-interleaved schedule "
+                f"(pp={cfg.pp}, virtual_stages={cfg.virtual_stages})"]
+    if layers is None:
+        return ["first_stage_layers / last_stage_layers need a model with repeated layers"]
+    rest, stages = layers - sum(given), cfg.pp - len(given)
+    if rest < 0 or (stages > 0 and rest % stages) or (stages == 0 and rest):
+        return [f"first_stage_layers / last_stage_layers leave {rest} of the model's {layers} layers for "
+                f"{stages} other stage(s): they must split evenly"]
+    return []
+
+
 def layout_problems(cfg: TrainConfig, devices_count: int, model=None) -> list[str]:
     """Every reason the layout cannot run on ``devices_count`` devices for ``model`` (empty = fine).
 
@@ -268,6 +294,7 @@ def layout_problems(cfg: TrainConfig, devices_count: int, model=None) -> list[st
     blocks = facts.get("blocks")
     if blocks is not None and cfg.pp * cfg.virtual_stages > blocks:
         reasons.append(f"pp × virtual_stages = {cfg.pp} × {cfg.virtual_stages} exceeds the model's {blocks} blocks")
+    reasons += _stage_layer_problems(cfg, facts.get("layers"))
     experts = facts.get("experts")
     if cfg.ep > 1 and not experts:
         reasons.append(f"ep={cfg.ep} needs a mixture-of-experts model")

@@ -1,0 +1,54 @@
+"""Uneven pipeline stages as Megatron cuts them (--decoder-first/last-pipeline-num-layers)."""
+
+from __future__ import annotations
+
+import pytest
+
+import simtrain as st
+from simtrain.parallel.partition import partition_blocks
+from simtrain.specs.train import layout_problems
+
+
+def test_pinned_ends_by_hand():
+    """gpt2: 12 layers over 4 stages with 2 on the first and 2 on the last: 4 + 4 between; the
+    embedding joins the first stage and the head the last."""
+    model = st.load_model("gpt2")
+    chunks = partition_blocks(model, 4, 2, 2)
+    layers = [[b for b in c if b.startswith("layers.")] for c in chunks]
+    assert [len(c) for c in layers] == [2, 4, 4, 2]
+    assert chunks[0][0] == model.blocks[0] and chunks[-1][-1] == model.blocks[-1]
+    assert [b for c in chunks for b in c] == list(model.blocks)
+    only_first = partition_blocks(model, 4, 0, None)
+    assert [sum(b.startswith("layers.") for b in c) for c in only_first] == [0, 4, 4, 4]
+
+
+def _cfg(**kw):
+    base = dict(global_batch_size=16, micro_batch_size=1, seq_len=1024, precision="bf16", pp=4)
+    return st.TrainConfig(**{**base, **kw})
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(first_stage_layers=3), "leave 9 of the model's 12 layers for 3"),  # 9 over 3 divides: no error
+    (dict(first_stage_layers=2, last_stage_layers=3), "must split evenly"),
+    (dict(first_stage_layers=2, pp=1), "need pp ≥ 2"),
+    (dict(first_stage_layers=2, virtual_stages=2, pipeline_schedule="interleaved-1f1b"), "non-interleaved"),
+])
+def test_layouts_that_cannot_be_cut_say_why(kw, words):
+    problems = layout_problems(_cfg(**kw), 4, st.load_model("gpt2"))
+    if "leave 9" in words:
+        assert not [p for p in problems if "first_stage_layers" in p]
+    else:
+        assert any(words in p for p in problems), problems
+
+
+def test_fewer_layers_on_the_first_stage_lower_its_memory_and_the_estimate_runs():
+    cluster = st.load_cluster("dgx-a100-80gb", nodes=1)
+    even = st.estimate("gpt2", cluster, _cfg())
+    light = st.estimate("gpt2", cluster, _cfg(first_stage_layers=0))
+    assert light.feasible and even.feasible
+    assert light.layout["pp"] == 4
+    from simtrain.estimator import build_program, prepare_model
+    cfg = _cfg(first_stage_layers=0)
+    prog = build_program(prepare_model(st.load_model("gpt2"), cfg), cluster, cfg)
+    assert sum(b.startswith("layers.") for b in prog.stages[0].blocks) == 0
+    assert prog.stages[1].fw_s > prog.stages[0].fw_s
