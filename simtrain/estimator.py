@@ -51,15 +51,23 @@ def infeasible_report(model: Model, cluster: Cluster, cfg: TrainConfig, reasons:
 
 def prepare_model(model: Model, cfg: TrainConfig) -> Model:
     """The model at cfg's sequence length, with cfg's attention kernel choice (fused "flash" or
-    materialised) when the config sets one: rebuilt from its architecture spec (cached)."""
+    materialised) when the config sets one and the stack's activation kernel (fused SwiGLU or eager):
+    rebuilt from its architecture spec (cached)."""
     model = model.with_seq_len(cfg.seq_len)
     spec = model.arch
-    flash = cfg.flash_attention
     arch = getattr(spec, "transformer", None)
-    if flash is None or arch is None or arch.flash_attention == flash:
+    if arch is None:
+        return model
+    update = {}
+    if cfg.flash_attention is not None and arch.flash_attention != cfg.flash_attention:
+        update["flash_attention"] = cfg.flash_attention
+    fused = stack_of(cfg).fused_activation and arch.activation == "swiglu"
+    if arch.fused_activation != fused:
+        update["fused_activation"] = fused
+    if not update:
         return model
     from simtrain.graph.model import build_model
-    new_spec = spec.model_copy(update={"transformer": arch.model_copy(update={"flash_attention": flash})})
+    new_spec = spec.model_copy(update={"transformer": arch.model_copy(update=update)})
     if cfg.seq_len is not None and hasattr(new_spec, "with_seq_len") and new_spec.is_sequence_model:
         new_spec = new_spec.with_seq_len(cfg.seq_len)
     return build_model(new_spec)

@@ -55,7 +55,10 @@ def _dense_ffn(pb: PartBuilder, t: TransformerArch, s: int, src: str) -> str:
     width = 2 * f if t.activation == "swiglu" else f
     pb.add("linear", "mlp/fc1", inputs=(src,), rows=s, in_features=t.hidden, out_features=width,
            bias=t.biases, tp_split="column")
-    pb.add(t.activation, "mlp/act", shape=(s, f))
+    if t.activation == "swiglu":
+        pb.add("swiglu", "mlp/act", shape=(s, f), fused=t.fused_activation)
+    else:
+        pb.add(t.activation, "mlp/act", shape=(s, f))
     # relu keeps its output, which is fc2's input: one storage, counted by the relu
     pb.add("linear", "mlp/fc2", rows=s, in_features=f, out_features=t.hidden, bias=t.biases, tp_split="row",
            input_saved_by="mlp/act" if t.activation == "relu" else None)
