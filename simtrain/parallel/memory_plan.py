@@ -30,8 +30,11 @@ def _activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]
     micro, sp, recompute = lay.micro_batch / lay.cp, cfg.sequence_parallel, str(cfg.recompute)
     items = idx.items(stage.blocks)
     ops, counts = tuple(op for op, *_ in items), tuple(n for _, n, *_ in items)
-    working = (largest_gradient_bytes(ops, micro, reg, lay.tp, sp, lay.ep)
-               + fp32_logits_grad_bytes(ops, micro, reg, lay.tp, counts))
+    # two moments of the backward, not one: at its start the loss's fp32 logits gradient lives beside the
+    # saved log-probabilities (counted with the activations); the largest op's gradients come later, once
+    # the log-probabilities and the logits' gradients are freed (cast back, consumed by the head)
+    working = max(largest_gradient_bytes(ops, micro, reg, lay.tp, sp, lay.ep),
+                  fp32_logits_grad_bytes(ops, micro, reg, lay.tp, counts))
     if recompute != "full":
         modules = None if cfg.recompute_modules is None else tuple(cfg.recompute_modules)
         return activation_bytes_per_microbatch(ops, micro, reg, recompute, lay.tp, sp, lay.ep, counts,

@@ -190,7 +190,9 @@ def test_fp32_logits_gradient_bytes_hand_derived(tp, cp, b, expected):
 
 
 def test_fp32_logits_gradient_is_on_the_last_stage_only():
-    """pp = 2, b = 2, bf16: stage 1 (layers.2, layers.3, head) buffers = largest working set + 2·8·32·4."""
+    """pp = 2, b = 2, bf16: stage 1 (layers.2, layers.3, head) buffers = the larger of the largest working
+    set and the fp32 logits gradient 2·8·32·4 (two moments of the backward: the loss's gradient at its
+    start, beside the saved log-probabilities; the largest op's gradients later, once those are freed)."""
     model = tiny_gpt()
     cfg = st.TrainConfig(global_batch_size=4, micro_batch_size=2, pp=2, dp=1, precision="bf16")
     program = build_program(model, invented_cluster(2), cfg)
@@ -200,7 +202,7 @@ def test_fp32_logits_gradient_is_on_the_last_stage_only():
         ops = [op for b in stage.blocks for op in model.block_ops(b)]
         working = largest_gradient_bytes(ops, 2, reg, 1, False, 1)
         extra = 2 * S * V * 4 if "head" in stage.blocks else 0
-        assert mem.buffers_bytes == working + extra
+        assert mem.buffers_bytes == max(working, extra)
     assert "head" in program.stages[1].blocks
 
 
