@@ -91,6 +91,9 @@ def simulate(model, cluster, cfg, *, granularity: str = "chunk", contention: boo
     return _report(model, cluster, cfg, program, result, steps, opts.speed or ())
 
 
+REALISATION_STEP_KEYS = ("idle_gaps", "host_gaps", "stragglers")
+
+
 def _report(model, cluster, cfg, program, result: SimResult, steps: int, speeds: tuple[float, ...] = ()):
     """The StepReport of the run: the estimate's composition over the simulated finish times and
     the simulated input pipeline, with the timeline, the loader's run and each step's seconds."""
@@ -111,7 +114,10 @@ def _report(model, cluster, cfg, program, result: SimResult, steps: int, speeds:
     report = compose(model, cluster, cfg, program, engine="simulate", finish_s=finish, data=data)
     object.__setattr__(report, "timeline", result.timeline)
     object.__setattr__(report, "data_loader", loader[0] if loader else None)
-    object.__setattr__(report, "steps_s", result.steps_s)
+    # the realisation lines (idle and host gaps, stragglers: cost/realisation.py) are charged per step,
+    # not drawn as slices: each simulated step carries them as the composed step does
+    extra = sum(report.time_breakdown_s.get(k, 0.0) for k in REALISATION_STEP_KEYS)
+    object.__setattr__(report, "steps_s", tuple(s + extra for s in result.steps_s))
     if result.evals_s:
         object.__setattr__(report, "eval_time_per_step_s", sum(result.evals_s) / steps)
     return report

@@ -27,6 +27,7 @@ from pydantic import ConfigDict, Field
 from simtrain.specs.base import Seconds, Spec
 
 __all__ = ["Stack", "AttentionKernelName", "load_stack", "stack_names", "stack_of", "resolve_stack", "DEFAULT_STACK",
+           "DEFAULT_GPU_STACK",
            "cpu_comm_compute_slowdown", "COLLECTIVE_THREADS_PER_RANK"]
 
 AttentionKernelName = Literal["default", "cudnn", "fa3", "fa2", "sdpa", "triton", "triton-fa1", "eager"]
@@ -40,6 +41,10 @@ copies for ALiBi); ``eager`` = materialised QKᵀ → softmax → A·V;
 DEFAULT_STACK = "reference"
 """The stack used when a TrainConfig names none: neutral knobs, kernels costed from the device
 profile alone (the behaviour of simtrain before stacks were inputs)."""
+DEFAULT_GPU_STACK = "generic-gpu"
+"""The stack used on a GPU when a TrainConfig names none (resolved with the device): the reference
+kernels plus the fit pool's cross-stack idle share, so a prediction out of the box carries the
+realisation every framework in the pool showed (docs/fit-pool.md)."""
 
 Share = Annotated[float, Field(ge=0, le=1)]
 
@@ -203,6 +208,8 @@ def resolve_stack(cfg, device=None):
     ``comm_compute_slowdown`` (cost/realisation.py), so the layers below read one number. Resolved
     once at the entry of estimate / simulate; idempotent."""
     stack = stack_of(cfg)
+    if cfg.stack is None and device is not None and str(getattr(device.kind, "value", device.kind)) == "gpu":
+        stack = load_stack(DEFAULT_GPU_STACK)
     if device is not None and stack.comm_sms:
         from simtrain.cost.realisation import interference_slowdown
         stack = stack.model_copy(update={"comm_compute_slowdown": interference_slowdown(stack, device),

@@ -22,7 +22,8 @@ from simtrain.estimator import estimate
 
 
 def cfg(**kw):
-    base = dict(global_batch_size=10, micro_batch_size=10, precision="fp32", optimizer="sgd")
+    # the reference stack: the hand derivations are of the kernels alone (a GPU's default adds idle gaps)
+    base = dict(global_batch_size=10, micro_batch_size=10, precision="fp32", optimizer="sgd", stack="reference")
     base.update(kw)
     return st.TrainConfig(**base)
 

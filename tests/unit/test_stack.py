@@ -171,12 +171,19 @@ def test_sustained_clock_scales_compute_time():
     assert b == pytest.approx(a / 0.8)
 
 
-def test_reference_stack_is_the_default():
-    model, cluster = st.load_model("gpt2"), st.load_cluster("dgx-h100", nodes=1)
+def test_the_default_stack_is_generic_gpu_on_a_gpu_and_reference_elsewhere():
+    model = st.load_model("gpt2")
     base = dict(global_batch_size=16, micro_batch_size=2, seq_len=512, precision="bf16")
-    a = st.estimate(model, cluster, st.TrainConfig(**base))
-    b = st.estimate(model, cluster, st.TrainConfig(**base, stack="reference"))
-    assert a.step_time_s == b.step_time_s and math.isfinite(a.step_time_s)
+    gpu = st.load_cluster("dgx-h100", nodes=1)
+    a = st.estimate(model, gpu, st.TrainConfig(**base))
+    b = st.estimate(model, gpu, st.TrainConfig(**base, stack="generic-gpu"))
+    assert a.stack == "generic-gpu" and a.step_time_s == b.step_time_s and math.isfinite(a.step_time_s)
+    assert st.load_stack("generic-gpu").idle_gap_fraction > 0  # the fit pool's cross-stack prior
+    ref = st.estimate(model, gpu, st.TrainConfig(**base, stack="reference"))
+    assert ref.step_time_s < a.step_time_s
+    cpu = st.Cluster.single(st.load_device("host-cpu"))
+    c = st.estimate(model, cpu, st.TrainConfig(global_batch_size=2, micro_batch_size=2, seq_len=64, precision="fp32"))
+    assert c.stack == "reference"
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -257,7 +257,21 @@ def write_presets(fit: Fit) -> list[str]:
         with open(str(path), "w", encoding="utf-8") as fh:
             fh.write(text)
         written.append(str(path))
+    written.append(_write_prior(fit))
     return written
+
+
+def _write_prior(fit: Fit) -> str:
+    """The cross-stack prior into the GPU default preset (``generic-gpu``): what a stack never seen gets."""
+    from importlib import resources
+    path = resources.files("simtrain.specs") / "stacks" / "generic-gpu.yaml"
+    text = _strip_fitted(path.read_text(encoding="utf-8"), fit.pooled)
+    block = "\n".join(["", _MARK, 'realisation_source: "fit pool: the median of the fitted stacks\' generic knobs '
+                        '(validation/published/fit_priors.py, docs/fit-pool.md)"']
+                       + [f"{k}: {v:.4g}" for k, v in fit.pooled.items()]) + "\n"
+    with open(str(path), "w", encoding="utf-8") as fh:
+        fh.write(text + block)
+    return str(path)
 
 
 _MARK = "# --- fit pool (validation/published/fit_priors.py --write) ---"
