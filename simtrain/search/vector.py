@@ -57,8 +57,10 @@ class _Setting:
     workspace: float
     flops_per_sample: float
     peak_flops_per_s: float
+    idle: float = 0.0
+    """The stack's idle share (``Stack.idle_gap_fraction``): every rank's span stretched by it."""
     knobs = ("prefetch", "slow", "host_dispatch_s", "waits", "zero", "dp_overlap", "overhead", "reserve",
-             "workspace", "flops_per_sample", "peak_flops_per_s")
+             "workspace", "flops_per_sample", "peak_flops_per_s", "idle")
 
 
 def _code(table: dict, value) -> int:
@@ -76,9 +78,9 @@ def _vectorizable(cfg, cluster) -> bool:
 
 
 def realisation_free(stack) -> bool:
-    """No idle gaps, host gaps or stragglers on the stack: the factoring has no term for them."""
-    from simtrain.cost.realisation import realisation_free as free
-    return free(stack)
+    """No host gaps or stragglers on the stack: the factoring has no term for them (the idle share it
+    has: every rank's span stretched, vector_core.evaluate_group)."""
+    return stack.kernel_gap_s == 0 and stack.straggler_sigma == 0
 
 
 def _stack(cfg):
@@ -137,7 +139,7 @@ def _setting(model, cluster, fields: dict, tables: dict):
                     stack.gpu_waits_on_cpu, cfg.zero_stage, cfg.dp_overlap,
                     overhead_fraction(cfg, stack) * cluster.device.usable_memory_bytes,
                     stack.allocator_reserve_fraction, stack.workspace_bytes,
-                    _model_flops_per_sample(prepared, cfg.attention_flops), peak), None
+                    _model_flops_per_sample(prepared, cfg.attention_flops), peak, stack.idle_gap_fraction), None
 
 
 def _layout_scalar(model, cluster, base: dict, fields: dict):

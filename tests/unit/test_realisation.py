@@ -125,3 +125,17 @@ def test_interleaved_pipeline_sends_hide_when_the_stack_overlaps_them():
         global_batch_size=16, micro_batch_size=1, seq_len=1024, precision="bf16", pp=2, virtual_stages=2,
         pipeline_schedule="interleaved-1f1b", stack=st.load_stack("reference").with_overrides(pp_comm_overlap=1.0)))
     assert hidden_cfg.pp == 2 and sim.step_time_s == pytest.approx(hidden.step_time_s, rel=1e-6)
+
+
+def test_the_vectorized_path_carries_the_idle_share_exactly():
+    """A stack with idle gaps (and the GPU default, generic-gpu) stays on the vectorized path, equal to
+    the scalar estimate point by point."""
+    from simtrain.search.vector import estimate_grid
+    model, cluster = st.load_model("gpt2"), st.load_cluster("dgx-h100", nodes=1)
+    for stack in (None, "fsdp2"):
+        cfg = st.TrainConfig(global_batch_size=16, micro_batch_size=1, seq_len=512, precision="bf16",
+                             **({"stack": stack} if stack else {}))
+        df = estimate_grid(model, cluster, cfg, {"tp": [1, 2], "pp": [1, 2]})
+        for _, row in df[df["valid"]].iterrows():
+            c = cfg.model_copy(update={"tp": int(row["tp"]), "pp": int(row["pp"])})
+            assert row["step_time_s"] == pytest.approx(st.estimate(model, cluster, c).step_time_s, rel=1e-12)
