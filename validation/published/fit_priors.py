@@ -5,13 +5,14 @@
 
 Every pool row (validation/published/pool.py) is predicted by ``st.estimate`` with its stack preset and
 the shipped device profiles (sustained ceilings, nothing else tuned). Per stack, at most three bounded,
-interpretable realisation knobs (simtrain/specs/stack.py, cost/realisation.py) are fitted by least
-squares on log(predicted / published); one knob, the stragglers' σ, is shared by every stack (a
-property of large synchronous jobs, not of a framework). Nothing per row, per model or per table.
+interpretable realisation knobs (simtrain/specs/stack.py, cost/realisation.py) are chosen by forward
+selection and fitted by least squares on log(predicted / published). Nothing per row, per model or per
+table.
 
 Transfer: leave-one-source-out. Each source (paper, repository) in turn is removed, everything is
-refitted on the rest, and the removed rows are predicted. A stack left with no rows takes the knobs
-fitted on all remaining rows together (the cross-stack prior): what a user of a stack never seen gets.
+refitted on the rest, and the removed rows are predicted. A stack left with no rows takes the cross-stack
+prior, the median of the fitted stacks' generic knobs: what a user of a stack never seen gets (and, as the
+``generic-gpu`` preset, what a GPU config naming no stack gets).
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ losing at most 0.4 s per second of hidden collective (the worst case of Lee et a
 SCALE = {"kernel_gap_s": 1e-6}
 """The optimiser works in µs for the kernel gap (all parameters of order 0.1–10)."""
 STACK_KNOBS = ("idle_gap_fraction", "comm_compute_slowdown", "kernel_gap_s", "attention_realisation")
-"""The three knobs fitted per stack, in priority order (a knob the stack's rows cannot identify —
-fitted at a bound with the others free — is dropped)."""
-NEUTRAL = {"idle_gap_fraction": 0.0, "comm_compute_slowdown": 0.0, "kernel_gap_s": 0.0, "attention_realisation": 1.0, "straggler_sigma": 0.0}
+"""The candidates per stack, in the order forward selection tries them (generic before specific); at
+most three are kept (:func:`_fit_stack`)."""
+NEUTRAL = {"idle_gap_fraction": 0.0, "comm_compute_slowdown": 0.0, "kernel_gap_s": 0.0, "attention_realisation": 1.0,
+           "straggler_sigma": 0.0}
 """The fitted knobs at no loss: what every fit starts from, whatever the presets hold."""
 SHARED_KNOBS: tuple[str, ...] = ()
 """Knobs shared by every stack. The stragglers' σ was tried here: over these rows (8 to 12,288 GPUs)
@@ -67,7 +69,7 @@ class PoolRow:
 @dataclass(frozen=True)
 class Fit:
     stacks: dict[str, dict[str, float]]
-    """Fitted knobs per stack (stacks without rows: the pooled knobs)."""
+    """Fitted knobs per stack."""
     shared: dict[str, float]
     pooled: dict[str, float]
     """The prior of a stack with no rows: the median of the fitted stacks' generic knobs."""
@@ -143,6 +145,8 @@ def _at_bound(name: str, value: float) -> bool:
         (name == "kernel_gap_s" and value <= 1e-9)
 
 
+MAX_KNOBS = 3
+"""At most this many knobs per stack (the issue's rule: few, bounded, interpretable)."""
 GAIN_MIN = 0.2
 """A knob is added only if it cuts the rows' RMS log error by at least this share (parsimony: a knob that
 buys little fits noise and transfers worse)."""
@@ -166,12 +170,14 @@ kernel on one model family and does not carry to a stack never seen."""
 
 def _fit_stack(rows, shared, candidates=STACK_KNOBS) -> tuple[dict, dict]:
     """The stack's knobs by forward selection in ``candidates`` order: a knob the rows feel is added when
-    the refit pins it and cuts the RMS log error by ``GAIN_MIN`` or more."""
+    the refit pins it and cuts the RMS log error by ``GAIN_MIN`` or more; ``MAX_KNOBS`` at most."""
     fused = all(st.load_stack(r.run.stack).attention_kernel not in ("eager", "default") for r in rows)
     names: list[str] = []
     knobs, err = {}, {}
     rms = _rms(rows, {}, shared)
     for cand in candidates:
+        if len(names) == MAX_KNOBS:
+            break
         if (cand == "attention_realisation" and not fused) or not _felt(rows, cand, shared):
             continue
         k2, e2 = _least_squares(rows, names + [cand], shared)
