@@ -220,7 +220,9 @@ def _fsdp_tasks(pm, cfg, lay, reg: Regime, comm, fw_s: float, bw_s: float, layer
     layers = max(1, layers)
     g = comm.dp_s("allgather", param_bytes / layers)
     out = []
-    for phase, window in (("fw", fw_s), ("bw", bw_s)):
+    # without resharding after the forward, the backward finds every unit still gathered
+    phases = (("fw", fw_s), ("bw", bw_s)) if cfg.reshard_after_forward else (("fw", fw_s),)
+    for phase, window in phases:
         exposed = _prefetched_exposed_s(g, window / layers, layers, stack.fsdp_prefetch_layers)
         out.append(CommTask("dp", "allgather", phase, param_bytes / layers, g, layers,
                             overlap_s=g * layers - exposed, slowdown=stack.comm_compute_slowdown))

@@ -87,7 +87,8 @@ def stage_memory(stage, model, cluster, cfg, program, per_mb_and_working=None) -
     stack = stack_of(cfg)
     store = cluster.device.memory_external
     if cfg.zero_stage >= 3 and store is None:  # a streaming device holds no weights to shard and gather
-        buffers += gathered_params_bytes(stage, model, cfg, lay, reg, stack.fsdp_prefetch_layers)
+        window = stack.fsdp_prefetch_layers if cfg.reshard_after_forward else len(stage.blocks)
+        buffers += gathered_params_bytes(stage, model, cfg, lay, reg, window)
     usable = cluster.device.usable_memory_bytes
     host_prefetch = 0.0
     if cfg.data.prefetch:  # DataLoader workers keep prefetch_factor micro-batches each, in host DRAM

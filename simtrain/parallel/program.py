@@ -196,7 +196,7 @@ def _setting_key(cfg: TrainConfig) -> tuple:
     modules = None if cfg.recompute_modules is None else tuple(cfg.recompute_modules)
     return (str(cfg.recompute), modules, cfg.recompute_num_layers, cfg.recompute_every_k_blocks, cfg.sequence_parallel, str(cfg.precision),
             str(cfg.optimizer), cfg.fused_optimizer, cfg.optimizer_impl, "fused_optimizer" in cfg.model_fields_set,
-            cfg.zero_stage, tuple(cfg.frozen_prefixes), cfg.dp_overlap,
+            cfg.zero_stage, cfg.reshard_after_forward, tuple(cfg.frozen_prefixes), cfg.dp_overlap,
             cfg.dp_bucket_bytes, cfg.moe_load_imbalance, stack_of(cfg), cfg.grad_clipping, cfg.zero_grad_to_none)
 
 

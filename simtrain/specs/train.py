@@ -93,6 +93,11 @@ class TrainConfig(Spec):
     """Expert parallelism, carved out of the dp × cp ranks (as Megatron-core does)."""
     zero_stage: Literal[0, 1, 2, 3] = 0
     """0 none; 1 optimizer states; 2 + gradients; 3 + parameters (== FSDP full shard)."""
+    reshard_after_forward: bool = True
+    """ZeRO-3 / FSDP: free each unit's gathered parameters after its forward and gather them again for
+    its backward (FSDP2's ``fully_shard(reshard_after_forward=True)``, its default). False keeps every
+    unit gathered from its forward to its backward: one all-gather per micro-batch instead of two, and
+    the stage's whole unsharded weights alive at the start of the backward."""
     pipeline_schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
     virtual_stages: Degree = 1
     """Model chunks per pipeline rank; > 1 only with the interleaved schedule."""

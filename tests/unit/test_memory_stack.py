@@ -226,6 +226,23 @@ def test_fsdp_gathers_this_stages_blocks_and_shards_over_its_dp(prefetch, blocks
     assert gathered_params_bytes(s0, model, cfg, program.layout, regime("bf16"), prefetch) == sizes[blocks] * 2
 
 
+def test_fsdp_without_resharding_keeps_the_stage_gathered_and_gathers_once():
+    """reshard_after_forward=False: stage 0 keeps embed + layers.0-1 gathered (7,200 params, bf16) from
+    the forward to the backward, and each micro-batch all-gathers once (forward) instead of twice."""
+    model = tiny_gpt()
+    base = dict(global_batch_size=8, micro_batch_size=2, pp=2, dp=2, zero_stage=3, precision="bf16",
+                stack=stack(fsdp_prefetch_layers=1))
+    keep = st.TrainConfig(**base, reshard_after_forward=False)
+    free = st.TrainConfig(**base)
+    cluster = invented_cluster(4)
+    keep_mem, free_mem = (stage_memories(model, cluster, c, build_program(model, cluster, c))[0] for c in (keep, free))
+    # buffers differ by the gathered window alone: all three blocks against the largest two (2 layers)
+    assert keep_mem.buffers_bytes - free_mem.buffers_bytes == (EMBED_PARAMS + 2 * LAYER_PARAMS - 2 * LAYER_PARAMS) * 2
+    gathers = lambda c: [t.phase for t in build_program(model, cluster, c).stages[0].comm  # noqa: E731
+                         if t.axis == "dp" and t.kind == "allgather"]
+    assert gathers(free) == ["fw", "bw"] and gathers(keep) == ["fw"]
+
+
 # --- the reference stack changes nothing -------------------------------------------------------------
 
 def test_reference_stack_leaves_every_number_unchanged(tiny_mlp, single):
