@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from simtrain.cost.op_cost import shard_factors
 from simtrain.cost.precision import Regime
 from simtrain.graph.op import Op
-from simtrain.parallel.recompute import recomputed_count
+from simtrain.parallel.recompute import early_stop_skips, recomputed_count
 from simtrain.specs.stack import stack_of
 
 __all__ = ["CommTask", "microbatch_comm", "step_comm"]
@@ -76,7 +76,7 @@ class CommTask:
         return max(0.0, self.total_s - self.overlap_s) + self.slowdown * hidden
 
 
-def _tp_tasks(ops, cfg, lay, reg, comm) -> list:
+def _tp_tasks(ops, cfg, lay, reg, comm, skip: frozenset[str] = frozenset()) -> list:
     if lay.tp == 1:
         return []
     b = lay.micro_batch / lay.cp
@@ -104,7 +104,8 @@ def _tp_tasks(ops, cfg, lay, reg, comm) -> list:
         if n:
             out.append(task(phase, total / n, n))
     if str(cfg.recompute) == "full" and fw_n:
-        rec_n = sum(recomputed_count(n, cfg) for op, n, repeated, _ in ops if op.tp_split == "row" and repeated)
+        rec_n = sum(recomputed_count(n, cfg) for op, n, repeated, _ in ops
+                    if op.tp_split == "row" and repeated and op.name not in skip)
         if rec_n:
             out.append(task("recompute", fw / fw_n, rec_n))
     return out
@@ -199,7 +200,7 @@ def microbatch_comm(items, cfg, lay, reg: Regime, comm, coster, stage: int, last
     """``items``: (op, count, repeated, name) of the stage (model_index); ``fw_s`` / ``bw_s``: the
     forward / backward (+ recompute) compute of one micro-batch; ``pm``: the stage's ParamMemory
     (ZeRO-3 gathers its parameters, ``layers`` blocks of them)."""
-    local = (_tp_tasks(items, cfg, lay, reg, comm) + _cp_tasks(items, lay, reg, comm, coster)
+    local = (_tp_tasks(items, cfg, lay, reg, comm, early_stop_skips(cfg, getattr(coster, "model", None))) + _cp_tasks(items, lay, reg, comm, coster)
              + _ep_tasks(items, cfg, lay, reg, comm) + _pp_tasks(last_op, cfg, lay, reg, comm, stage))
     back = ("bw", "recompute")
     fw_d, bw_d = fw_s + _exposed(local, ("fw",)), bw_s + _exposed(local, back)

@@ -31,7 +31,7 @@ from simtrain.graph.op import Op
 from simtrain.parallel.cold_calls import ColdCalls, cold_calls
 from simtrain.parallel.comm_tasks import CommTask, microbatch_comm, step_comm
 from simtrain.parallel.model_index import model_index
-from simtrain.parallel.recompute import recomputed_count, selected
+from simtrain.parallel.recompute import early_stop_skips, recomputed_count, selected
 from simtrain.specs.hardware import Cluster
 from simtrain.specs.stack import Stack, stack_of
 from simtrain.specs.train import TrainConfig
@@ -124,7 +124,7 @@ class _OpCoster:
     def __init__(self, cluster: Cluster, reg: Regime, lay: Layout, sp: bool, model: Model | None = None,
                  moe_imbalance: float = 1.0, stack: Stack | None = None) -> None:
         self.device, self.reg, self.lay, self.sp, self.imbalance = cluster.device, reg, lay, sp, moe_imbalance
-        self.stack = stack
+        self.stack, self.model = stack, model
         self.eff = attention_realised(device_efficiency(cluster.device),
                                       stack.attention_realisation if stack is not None else 1.0)
         self.micro = lay.micro_batch / lay.cp  # context parallelism splits every sequence cp ways
@@ -249,9 +249,10 @@ def stage_compute(items, cfg: TrainConfig, coster: _OpCoster) -> tuple:
     vectorized estimate, search/vector_core.py, calls it per block, so both paths share this rule)."""
     fw = bw = rc = fwf = bwf = rcf = mem = fwk = bwk = rck = 0.0
     times = []
+    skip = early_stop_skips(cfg, coster.model)
     for op, n, repeated, name in items:
         c = coster(op)
-        again = _recomputed(op, cfg, repeated)
+        again = _recomputed(op, cfg, repeated) and op.name not in skip
         fw, bw, fwf, bwf, mem = fw + n * c.fw_s, bw + n * c.bw_s, fwf + n * c.fw_flops, bwf + n * c.bw_flops, \
             mem + n * c.memory_bound_s
         fwk, bwk = fwk + n * c.fw_kernels, bwk + n * c.bw_kernels

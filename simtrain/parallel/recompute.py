@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-__all__ = ["MODULES", "local_name", "selected", "check_modules", "recomputed_count", "recomputed_blocks"]
+__all__ = ["MODULES", "local_name", "selected", "check_modules", "recomputed_count", "recomputed_blocks", "early_stop_tail", "early_stop_skips"]
 
 MODULES = {
     "core_attn": ("attn/core",),
@@ -82,3 +82,35 @@ def recomputed_blocks(blocks: tuple[str, ...], cfg) -> set[str]:
     if not layers:
         return set(list(blocks)[:limit])
     return set(layers[:limit]) | {b for b in blocks if not b.startswith("layers.")}
+
+
+def early_stop_tail(model) -> frozenset[str]:
+    """Names of the ops that a non-reentrant checkpoint with early stop never recomputes (PyTorch's
+    default since ``set_checkpoint_early_stop``: "non-reentrant checkpoint stops recomputation as soon
+    as it has computed all needed Tensors"): in each block, the ops after the last tensor its backward
+    unpacks. That tensor is the output of the block's last op that saves its own output (relu, softmax,
+    fused attention), or the input of the last op that saves only its input (a linear, a norm, gelu):
+    a pre-LN transformer block never recomputes its second MLP matmul and the residual add after it.
+    Cached with the model."""
+    key = "_early_stop_tail"
+    if key not in model.meta:
+        model.meta[key] = frozenset(name for b in model.blocks for name in _tail_of(model.block_ops(b)))
+    return model.meta[key]
+
+
+def _tail_of(ops) -> list[str]:
+    last = max((i for i, op in enumerate(ops) if op.saved.act or op.saved.mask or op.saved.fixed_bytes), default=None)
+    if last is None:
+        return []
+    keeps_output = ops[last].attr("saves") == "output" or ops[last].attention is not None
+    start = last + 1 if keeps_output else last
+    return [op.name for op in ops[start:]]
+
+
+def early_stop_skips(cfg, model) -> frozenset[str]:
+    """The ops full recomputation skips under the stack's early-stopping checkpoint
+    (``Stack.recompute_early_stop``); none otherwise."""
+    from simtrain.specs.stack import stack_of
+    if model is None or str(cfg.recompute) != "full" or not stack_of(cfg).recompute_early_stop:
+        return frozenset()
+    return early_stop_tail(model)

@@ -131,7 +131,7 @@ def _setting(model, cluster, fields: dict, tables: dict):
     # the stage's own collectives read the recompute policy only for full recomputation and the stack
     # only for TP overlap (comm_tasks._tp_tasks); ring attention (cp > 1) hides behind op costs: sig_c
     sig_l = (variant, str(cfg.precision), str(cfg.recompute) == "full", stack.tp_comm_overlap,
-             stack.comm_compute_slowdown, stack.pp_comm_overlap)
+             stack.comm_compute_slowdown, stack.pp_comm_overlap, stack.recompute_early_stop)
     return _Setting(cfg, prepared, reg, variant, _code(tables.setdefault("c", {}), sig_c),
                     _code(tables.setdefault("l", {}), sig_l),
                     _code(tables.setdefault("d", {}), sig_d), _code(tables.setdefault("a", {}), sig_a),

@@ -62,6 +62,12 @@ class Stack(Spec):
     attention_kernel: AttentionKernelName = "fa2"
     """Which fused-attention kernel family runs attention; its efficiency comes from the device's
     ``attention_kernels`` table. ``eager`` materialises the scores (separate bmm / softmax kernels)."""
+    recompute_early_stop: bool = False
+    """Full recomputation through PyTorch's non-reentrant checkpoint, which stops once every tensor the
+    backward needs is rebuilt (``torch.utils.checkpoint``'s default early stop): a pre-LN transformer
+    block's second MLP matmul and the residual add after it are never recomputed
+    (parallel/recompute.py ``early_stop_tail``). False: the whole forward is recomputed (Megatron's and
+    DeepSpeed's own, reentrant, checkpointing; PyTorch before the early stop)."""
     fused_activation: bool = False
     """The gated activation (SwiGLU) runs as one fused kernel that saves only its input and recomputes
     silu in the backward (Megatron-Core ``bias_swiglu_fusion``, on by default; Transformer Engine;

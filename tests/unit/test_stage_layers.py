@@ -73,3 +73,28 @@ def test_fused_swiglu_keeps_31_78_bytes_per_token_per_hidden_for_a_llama_layer()
         out[stack] = sum(saved_bytes(o, 1, regime("bf16")) for o in ops) / per
     assert out["fsdp2"] == pytest.approx(38.28125, rel=1e-4) and out["megatron-core"] == pytest.approx(31.78125, rel=1e-4)
     assert out["fsdp2"] - out["megatron-core"] == pytest.approx(6.5)  # silu(gate): 2 bytes x 3.25 h
+
+
+def test_early_stop_recompute_skips_the_block_tail():
+    """PyTorch's non-reentrant checkpoint stops once the backward's tensors are rebuilt: in a Llama block
+    the last tensor unpacked is fc2's input (SwiGLU's output), so fc2 and the residual add after it are
+    never recomputed; with tp = 2 the recomputation's row-parallel all-reduces halve (proj stays)."""
+    from simtrain.estimator import build_program, prepare_model
+    from simtrain.parallel.recompute import early_stop_tail
+    from simtrain.specs.stack import resolve_stack
+    model = st.load_model("llama2-7b")
+    assert {n for n in early_stop_tail(model) if n.startswith("layers.0/")} == {"layers.0/mlp/fc2", "layers.0/mlp/add"}
+    cluster = st.load_cluster("dgx-a100-80gb", nodes=1)
+    out = {}
+    for early in (False, True):
+        stack = st.load_stack("reference").with_overrides(recompute_early_stop=early)
+        cfg = resolve_stack(st.TrainConfig(global_batch_size=8, micro_batch_size=1, seq_len=1024, precision="bf16",
+                                           tp=2, recompute="full", stack=stack), cluster.device)
+        m = prepare_model(model, cfg)
+        stage = build_program(m, cluster, cfg).stages[0]
+        rec = [t for t in stage.comm if t.axis == "tp" and t.phase == "recompute"]
+        out[early] = (stage.recompute_s, rec[0].count if rec else 0, dict((n, t) for n, _, t, _ in stage.op_times))
+    (full_s, full_n, times), (early_s, early_n, _) = out[False], out[True]
+    assert early_n * 2 == full_n  # proj and fc2 per layer → proj alone
+    fc2_fw = times["layers.*/mlp/fc2"]  # fw + bw + recompute of fc2 over the layers, per micro-batch
+    assert 0 < full_s - early_s < fc2_fw
