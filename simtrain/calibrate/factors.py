@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 
 from simtrain.cost.compute import MATRIX_CLASSES, device_efficiency
+from simtrain.cost.realisation import scaled_attention_kernels
 from simtrain.glossary import OpClass
 from simtrain.specs.hardware import Cluster, ComputeCurve, Device, Efficiency
 
@@ -67,9 +68,7 @@ def _scaled_dtype_ceilings(eff: Efficiency, k: float) -> dict:
 
 def _scaled_compute(eff: Efficiency, k: float) -> dict:
     compute = {c: (_scaled_curve(curve, k) if c in MATRIX_CLASSES else curve) for c, curve in eff.compute.items()}
-    kernels = {name: kern.model_copy(update={"fw_peak_fraction": _clip(kern.fw_peak_fraction * k),
-                                             "bw_peak_fraction": _clip(kern.bw_peak_fraction * k)})
-               for name, kern in eff.attention_kernels.items()}
+    kernels = scaled_attention_kernels(eff.attention_kernels, k)
     return {"compute": compute, "attention_kernels": kernels, "dtype_peak_fraction": _scaled_dtype_ceilings(eff, k)}
 
 
@@ -84,9 +83,7 @@ def _scaled_classes(eff: Efficiency, factors: dict[str, float]) -> dict:
             continue
         compute[c] = _scaled_curve(curve, k)
         if c is OpClass.ATTENTION:
-            kernels = {name: kern.model_copy(update={"fw_peak_fraction": _clip(kern.fw_peak_fraction * k),
-                                                     "bw_peak_fraction": _clip(kern.bw_peak_fraction * k)})
-                       for name, kern in kernels.items()}
+            kernels = scaled_attention_kernels(kernels, k)
     return {"compute": compute, "attention_kernels": kernels, "dtype_peak_fraction": ceilings}
 
 

@@ -28,10 +28,11 @@ import math
 
 from simtrain.glossary import OpClass
 
-__all__ = ["interference_slowdown", "comm_sm_share", "attention_realised", "realisation_lines",
-           "interference_s", "REALISATION_KEYS", "realisation_free"]
+__all__ = ["interference_slowdown", "comm_sm_share", "attention_realised", "scaled_attention_kernels",
+           "realisation_lines", "interference_s", "STEP_LINES", "step_scaled"]
 
-REALISATION_KEYS = ("interference", "idle_gaps", "host_gaps", "stragglers")
+STEP_LINES = ("idle_gaps", "host_gaps", "stragglers")
+"""The lines charged once per step on the critical rank (``interference`` sits inside its collectives)."""
 
 
 def comm_sm_share(comm_sms: int, device) -> float:
@@ -50,6 +51,13 @@ def interference_slowdown(stack, device) -> float:
     return min(1.0, comm_sm_share(stack.comm_sms, device) + stack.comm_compute_slowdown)
 
 
+def scaled_attention_kernels(kernels: dict, k: float) -> dict:
+    """Every fused-attention kernel family's forward and backward ceilings × ``k``, clipped at 1."""
+    return {name: kern.model_copy(update={"fw_peak_fraction": min(1.0, kern.fw_peak_fraction * k),
+                                          "bw_peak_fraction": min(1.0, kern.bw_peak_fraction * k)})
+            for name, kern in kernels.items()}
+
+
 def attention_realised(eff, k: float):
     """``eff`` with its attention ceilings (the class curve and every fused-kernel family) × ``k``,
     clipped at 1: the stack's attention kernel as it runs the model (``Stack.attention_realisation``)."""
@@ -59,10 +67,8 @@ def attention_realised(eff, k: float):
     if OpClass.ATTENTION in compute:
         curve = compute[OpClass.ATTENTION]
         compute[OpClass.ATTENTION] = curve.model_copy(update={"peak_fraction": min(1.0, curve.peak_fraction * k)})
-    kernels = {name: kern.model_copy(update={"fw_peak_fraction": min(1.0, kern.fw_peak_fraction * k),
-                                             "bw_peak_fraction": min(1.0, kern.bw_peak_fraction * k)})
-               for name, kern in eff.attention_kernels.items()}
-    return eff.model_copy(update={"compute": compute, "attention_kernels": kernels})
+    return eff.model_copy(update={"compute": compute,
+                                  "attention_kernels": scaled_attention_kernels(eff.attention_kernels, k)})
 
 
 def _hidden_cost_s(tasks) -> float:
@@ -75,9 +81,10 @@ def interference_s(stage, micro_batches: int) -> float:
     return micro_batches * _hidden_cost_s(stage.comm) + _hidden_cost_s(stage.step_comm)
 
 
-def realisation_free(stack) -> bool:
-    """True when the stack charges no idle gaps, host gaps or stragglers (the reference stack)."""
-    return stack.idle_gap_fraction == 0 and stack.kernel_gap_s == 0 and stack.straggler_sigma == 0
+def step_scaled(stack) -> bool:
+    """True when the stack's realisation is at most an idle share (no host gaps, no stragglers): the
+    step is then its span stretched by one factor, which the vectorized path factors exactly."""
+    return stack.kernel_gap_s == 0 and stack.straggler_sigma == 0
 
 
 def realisation_lines(stack, stage, micro_batches: int, span_s: float, ranks: int, device_sigma: float) -> dict:

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from simtrain.cost.op_cost import shard_factors
 from simtrain.cost.precision import Regime
+from simtrain.glossary import PipelineSchedule
 from simtrain.graph.op import Op
 from simtrain.parallel.recompute import early_stop_skips, recomputed_count
 from simtrain.specs.stack import stack_of
@@ -171,7 +172,7 @@ def _pp_tasks(last, cfg, lay, reg, comm, stage: int) -> list:
     # each of the v chunks of a stage sends its activation on and its gradient back once per micro-batch;
     # under the interleaved schedule the stack may post them before the next chunk's compute
     stack = stack_of(cfg)
-    share = stack.pp_comm_overlap if str(cfg.pipeline_schedule) == "interleaved-1f1b" else 0.0
+    share = stack.pp_comm_overlap if cfg.pipeline_schedule == PipelineSchedule.INTERLEAVED else 0.0
     return [CommTask("pp", "send", phase, boundary, sec, lay.v, overlap_s=share * sec * lay.v,
                      slowdown=stack.comm_compute_slowdown if share else 0.0) for phase in ("fw", "bw")]
 
@@ -200,7 +201,8 @@ def microbatch_comm(items, cfg, lay, reg: Regime, comm, coster, stage: int, last
     """``items``: (op, count, repeated, name) of the stage (model_index); ``fw_s`` / ``bw_s``: the
     forward / backward (+ recompute) compute of one micro-batch; ``pm``: the stage's ParamMemory
     (ZeRO-3 gathers its parameters, ``layers`` blocks of them)."""
-    local = (_tp_tasks(items, cfg, lay, reg, comm, early_stop_skips(cfg, getattr(coster, "model", None))) + _cp_tasks(items, lay, reg, comm, coster)
+    skip = early_stop_skips(cfg, coster.model)
+    local = (_tp_tasks(items, cfg, lay, reg, comm, skip) + _cp_tasks(items, lay, reg, comm, coster)
              + _ep_tasks(items, cfg, lay, reg, comm) + _pp_tasks(last_op, cfg, lay, reg, comm, stage))
     back = ("bw", "recompute")
     fw_d, bw_d = fw_s + _exposed(local, ("fw",)), bw_s + _exposed(local, back)

@@ -21,13 +21,13 @@ import numbers
 from typing import Any
 
 from simtrain.errors import SimtrainError, SpecError
+from simtrain.report.step_report import BREAKDOWN_KEYS
 
 __all__ = ["RESULT_COLUMNS", "BREAKDOWN_COLUMNS", "STATUSES", "check_grid", "grid_points", "point_key",
            "evaluate_point", "evaluate_chunk", "failed_row"]
 
-#: the report parts that get a ``time_<part>_s`` column (report/step_report.py BREAKDOWN_KEYS)
-_BREAKDOWN = ("compute", "recompute", "comm_exposed", "pipeline_bubble", "data_stall", "optimizer", "interference",
-              "idle_gaps", "host_gaps", "stragglers")
+#: the report parts that get a ``time_<part>_s`` column
+_BREAKDOWN = BREAKDOWN_KEYS
 BREAKDOWN_COLUMNS = tuple(f"time_{k}_s" for k in _BREAKDOWN)
 
 RESULT_COLUMNS = ("feasible", "status", "step_time_s", "samples_per_s", "tokens_per_s", "mfu", "hfu",

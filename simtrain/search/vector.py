@@ -74,18 +74,16 @@ def _vectorizable(cfg, cluster) -> bool:
     return (data_free and not cfg.frozen_prefixes and cfg.recompute_num_layers is None
             and cfg.recompute_every_k_blocks is None and cluster.device.memory_external is None
             and cfg.first_stage_layers is None and cfg.last_stage_layers is None and cfg.reshard_after_forward
-            and _jitter_free(cluster.device) and realisation_free(_stack(cfg)))
+            and _jitter_free(cluster.device) and _step_scaled(cfg))
 
 
-def realisation_free(stack) -> bool:
-    """No host gaps or stragglers on the stack: the factoring has no term for them (the idle share it
-    has: every rank's span stretched, vector_core.evaluate_group)."""
-    return stack.kernel_gap_s == 0 and stack.straggler_sigma == 0
-
-
-def _stack(cfg):
+def _step_scaled(cfg) -> bool:
+    """The stack's realisation is an idle share at most (cost/realisation.py ``step_scaled``): the
+    factoring stretches each rank's span by it (vector_core.evaluate_group); host gaps and stragglers it
+    has no term for."""
+    from simtrain.cost.realisation import step_scaled
     from simtrain.specs.stack import stack_of
-    return stack_of(cfg)
+    return step_scaled(stack_of(cfg))
 
 
 def _jitter_free(device) -> bool:

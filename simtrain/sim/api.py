@@ -91,9 +91,6 @@ def simulate(model, cluster, cfg, *, granularity: str = "chunk", contention: boo
     return _report(model, cluster, cfg, program, result, steps, opts.speed or ())
 
 
-REALISATION_STEP_KEYS = ("idle_gaps", "host_gaps", "stragglers")
-
-
 def _report(model, cluster, cfg, program, result: SimResult, steps: int, speeds: tuple[float, ...] = ()):
     """The StepReport of the run: the estimate's composition over the simulated finish times and
     the simulated input pipeline, with the timeline, the loader's run and each step's seconds."""
@@ -116,7 +113,8 @@ def _report(model, cluster, cfg, program, result: SimResult, steps: int, speeds:
     object.__setattr__(report, "data_loader", loader[0] if loader else None)
     # the realisation lines (idle and host gaps, stragglers: cost/realisation.py) are charged per step,
     # not drawn as slices: each simulated step carries them as the composed step does
-    extra = sum(report.time_breakdown_s.get(k, 0.0) for k in REALISATION_STEP_KEYS)
+    from simtrain.cost.realisation import STEP_LINES
+    extra = sum(report.time_breakdown_s.get(k, 0.0) for k in STEP_LINES)
     object.__setattr__(report, "steps_s", tuple(s + extra for s in result.steps_s))
     if result.evals_s:
         object.__setattr__(report, "eval_time_per_step_s", sum(result.evals_s) / steps)

@@ -24,6 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import simtrain as st
+from simtrain.cost.realisation import STEP_LINES
 from validation.published.heldout_rows import HELDOUT_RUNS, HeldoutRun
 
 __all__ = ["HeldoutRun", "HeldoutResult", "HELDOUT_RUNS", "METRICS", "published_step_time_s", "metric_of_step",
@@ -191,7 +192,6 @@ def _row_line(res: HeldoutResult) -> str:
 _PARTS = (("matmul", None), ("attention", None), ("other compute", None), ("exposed comm", "comm_exposed"),
           ("interference", "interference"), ("realisation", None), ("bubble", "pipeline_bubble"),
           ("optimizer", "optimizer"))
-_REALISATION = ("idle_gaps", "host_gaps", "stragglers")
 
 
 def breakdown_shares(res: HeldoutResult) -> dict[str, float]:
@@ -202,7 +202,7 @@ def breakdown_shares(res: HeldoutResult) -> dict[str, float]:
     compute = b.get("compute", 0.0) + b.get("recompute", 0.0)
     parts = {"matmul": by_class.get("matmul", 0.0), "attention": by_class.get("attention", 0.0)}
     parts["other compute"] = max(0.0, compute - parts["matmul"] - parts["attention"])
-    parts["realisation"] = sum(b.get(k, 0.0) for k in _REALISATION)
+    parts["realisation"] = sum(b.get(k, 0.0) for k in STEP_LINES)
     for name, key in _PARTS:
         if key is not None:
             parts[name] = b.get(key, 0.0)
