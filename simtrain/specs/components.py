@@ -177,7 +177,7 @@ class Device(Spec):
     power_limit_w: Sourced[Annotated[Watts, Field(le=100_000)]] | None = None
     """Board power limit the device runs under (``nvidia-smi -pl``, a PCIe part's lower rating), at most
     ``tdp_w``, which it needs: the clock drops with it and every compute peak with the clock
-    (cost/compute.py ``power_clock_fraction``, the cube law of CMOS dynamic power); memory bandwidth
+    (cost/ceilings.py ``power_clock_fraction``, the cube law of CMOS dynamic power); memory bandwidth
     does not (the HBM clock is separate). None: the device runs at ``tdp_w``."""
     price_per_hour: Sourced[DollarsPerHour] | None = None
     efficiency: Efficiency | None = None

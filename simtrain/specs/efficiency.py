@@ -120,7 +120,7 @@ class Efficiency(Spec):
     dtype_peak_fraction: dict[DType, Fraction] = Field(default_factory=dict)
     """Large-GEMM ceiling of matmuls computed in a dtype, where it differs from the ``matmul`` curve's
     ``peak_fraction`` (fitted on bf16): replaces that ceiling, in every phase, for MATMUL ops of that
-    dtype (cost/compute.py ``matmul_ceiling``); the curve's ramps and fixed cost stay. Keys are dtype
+    dtype (cost/ceilings.py ``matmul_ceiling``); the curve's ramps and fixed cost stay. Keys are dtype
     names (fp8, bf16, ...). An fp8 GEMM does not reach the bf16 share of its doubled datasheet peak:
     sustained cuBLASLt fp8 GEMMs on an H100 SXM run ~1,230-1,280 TFLOP/s, 0.62-0.65 of 1,979, against
     0.70-0.73 of 989 in bf16 (the per-tile scaling and the narrower data path feed the tensor cores

@@ -202,7 +202,7 @@ class Cluster(Spec):
         """The same cluster with every device run under a board power limit of ``watts`` (a number in W
         or a unit string, "500 W"; None removes the limit): ``Device.power_limit_w``, validated against
         the device's ``tdp_w`` and ``idle_power_w``. Compute slows by the cube law
-        (cost/compute.py ``power_clock_fraction``); memory and links do not."""
+        (cost/ceilings.py ``power_clock_fraction``); memory and links do not."""
         device = self.node.device
         limit = None if watts is None else {"value": watts, "source": source, "mark": "U"}
         data = {**device.model_dump(mode="python", exclude={"power_limit_w"}), "power_limit_w": limit}
