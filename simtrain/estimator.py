@@ -51,8 +51,8 @@ def infeasible_report(model: Model, cluster: Cluster, cfg: TrainConfig, reasons:
 
 def prepare_model(model: Model, cfg: TrainConfig) -> Model:
     """The model at cfg's sequence length, with cfg's attention kernel choice (fused "flash" or
-    materialised) when the config sets one and the stack's activation kernel (fused SwiGLU or eager):
-    rebuilt from its architecture spec (cached)."""
+    materialised) when the config sets one and the stack's activation and loss kernels (fused SwiGLU
+    or eager; fused cross-entropy or upcast): rebuilt from its architecture spec (cached)."""
     model = model.with_seq_len(cfg.seq_len)
     spec = model.arch
     arch = getattr(spec, "transformer", None)
@@ -64,6 +64,9 @@ def prepare_model(model: Model, cfg: TrainConfig) -> Model:
     fused = stack_of(cfg).fused_activation and arch.activation == "swiglu"
     if arch.fused_activation != fused:
         update["fused_activation"] = fused
+    fused_loss = stack_of(cfg).fused_cross_entropy
+    if arch.fused_cross_entropy != fused_loss:
+        update["fused_cross_entropy"] = fused_loss
     if not update:
         return model
     from simtrain.graph.model import build_model

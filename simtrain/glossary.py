@@ -96,6 +96,7 @@ class Recompute(_StrEnum):
     NONE = "none"
     SELECTIVE = "selective"
     FULL = "full"
+    SELECTIVE_OP = "selective-op"
 
 
 class PipelineSchedule(_StrEnum):

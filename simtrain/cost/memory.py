@@ -4,7 +4,8 @@
 * gradients: 16-bit (or fp32) gradients of trainable parameters; ZeRO-2+ shards them over N_d. In a
   16-bit regime an fp32 gradient buffer (4 B/param) is kept with gradient accumulation, and always
   when the stack says so (``Stack.grad_fp32_buffer``: Megatron-LM's ``main_grad``, accumulated in
-  fp32 — ``--accumulate-allreduce-grads-in-fp32``); it is sharded like the gradients.
+  fp32 — ``--accumulate-allreduce-grads-in-fp32``; FSDP's fp32 sharded ``.grad``); it is sharded like
+  the gradients.
 * optimizer: fp32 master copy (16-bit regimes) + fp32 states (optimizer.py); ZeRO-1+ shards over N_d
   (Rajbhandari et al. 2020, §5.1–5.3 and Fig. 1: (2 + 2 + K)·Ψ → 2Ψ + 2Ψ + KΨ/N_d → 2Ψ + (2 + K)Ψ/N_d
   → (2 + 2 + K)Ψ/N_d).
@@ -38,7 +39,7 @@ from simtrain.graph.op import Op
 
 __all__ = ["ParamMemory", "param_memory", "zero_degree", "activation_bytes_per_microbatch", "attention_core_saved",
            "block_input_elements", "checkpoint_bytes", "largest_gradient_bytes", "recompute_window_bytes",
-           "fp32_logits_grad_bytes", "FP32_BYTES"]
+           "fp32_logits_grad_bytes", "op_sac_bytes", "FP32_BYTES"]
 
 FP32_BYTES = 4
 
@@ -208,6 +209,29 @@ def fp32_logits_grad_bytes(ops, micro_batch: float, reg: Regime, tp: int,
         if logp:
             total += float(logp) * micro_batch / (tp if op.tp_split == "vocab" else 1) * (counts[i] if counts else 1)
     return total
+
+
+def op_sac_bytes(ops, roles, micro_batch: float, reg: Regime, tp: int, sp: bool, ep: int,
+                 counts: tuple[int, ...] | None = None) -> float:
+    """Per-op selective AC (recompute="selective-op"): bytes one checkpointed layer keeps per micro-batch
+    — its input (the checkpoint's) and the share of each op's output the policy saves (``roles``:
+    parallel/recompute.py ``op_sac_roles``, by local op name), with a fused attention kernel's
+    log-sum-exp. A Llama layer: input h, wq h, wv h_kv, attention h, w1 f, w2 h elements per token."""
+    kept = checkpoint_bytes([ops[0]], micro_batch, reg, tp, sp)
+    for i, op in enumerate(ops):
+        role = roles.get(op.name.split("/", 1)[-1])
+        if role is None or not role.saved_output_fraction:
+            continue
+        f = shard_factors(op, tp, sp, ep)
+        share = 1.0 / tp if sp and op.tp_split == "row" else f.act_write  # SP: the reduce-scattered output
+        out = 1.0
+        for d in op.out_shape:
+            out *= d
+        b = out * role.saved_output_fraction * reg.act_bytes * share
+        if op.attention is not None:
+            b += op.saved.fixed_bytes * f.saved
+        kept += b * micro_batch * (counts[i] if counts else 1)
+    return kept
 
 
 def recompute_window_bytes(per_block_bytes: list[float], k: int = 1) -> float:

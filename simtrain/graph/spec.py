@@ -94,6 +94,10 @@ class TransformerArch(Spec):
     """SwiGLU as one fused kernel that keeps only its input (gate and up) and recomputes silu(gate) in
     its backward (Megatron-Core's bias-SwiGLU fusion, Transformer Engine, Inductor): 2f saved per
     token instead of eager PyTorch's 3f. The stack sets it (``Stack.fused_activation``)."""
+    fused_cross_entropy: bool = False
+    """The loss as one fused kernel on the logits in their own dtype (flash-attn ``CrossEntropyLoss``):
+    it keeps the logits and a per-row log-sum-exp, not fp32 log-probabilities, and its gradient is in
+    the activation dtype. The stack sets it (``Stack.fused_cross_entropy``)."""
     moe: MoESpec | None = None
     head: Literal["lm", "mlm", "classifier", "none"] = "lm"
     """lm: final norm + LM head + loss; mlm: BERT's transform + tied decoder + loss; classifier:

@@ -11,12 +11,13 @@ from simtrain.cost.memory import (
     checkpoint_bytes,
     fp32_logits_grad_bytes,
     largest_gradient_bytes,
+    op_sac_bytes,
     recompute_window_bytes,
     zero_degree,
 )
 from simtrain.cost.op_cost import shard_factors
 from simtrain.parallel.model_index import model_index
-from simtrain.parallel.recompute import recomputed_blocks
+from simtrain.parallel.recompute import op_sac_roles, recomputed_blocks
 from simtrain.parallel.schedule import in_flight_microbatches
 from simtrain.report.step_report import MemoryReport
 from simtrain.specs.stack import stack_of
@@ -35,6 +36,8 @@ def _activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]
     # the log-probabilities and the logits' gradients are freed (cast back, consumed by the head)
     working = max(largest_gradient_bytes(ops, micro, reg, lay.tp, sp, lay.ep),
                   fp32_logits_grad_bytes(ops, micro, reg, lay.tp, counts))
+    if recompute == "selective-op":
+        return _op_sac_activations(stage, model, lay, reg, sp, working)
     if recompute != "full":
         modules = None if cfg.recompute_modules is None else tuple(cfg.recompute_modules)
         return activation_bytes_per_microbatch(ops, micro, reg, recompute, lay.tp, sp, lay.ep, counts,
@@ -57,6 +60,25 @@ def _activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]
                                                        if b in dropped] or [0.0])
     kept = checkpoint_bytes([idx.block_first[b] for b in stage.blocks], micro, reg, lay.tp, sp, k)
     return kept, working + recompute_window_bytes(per_block, k)
+
+
+def _op_sac_activations(stage, model, lay, reg, sp: bool, working: float) -> tuple[float, float]:
+    """Per-op selective AC: each transformer layer keeps its input and the outputs its policy saves;
+    the blocks outside the layers (embedding, head, loss) are not checkpointed and keep everything.
+    In the backward one layer at a time is re-run: its full activations are the transient window."""
+    idx, micro = model_index(model), lay.micro_batch / lay.cp
+    roles = op_sac_roles(model)
+    kept, layers_full = 0.0, []
+    for b in stage.blocks:
+        key = idx.block_items[b]
+        bops, counts = tuple(idx.reps[s] for s, _ in key), tuple(n for _, n in key)
+        full = activation_bytes_per_microbatch(bops, micro, reg, "none", lay.tp, sp, lay.ep, counts)
+        if b.startswith("layers."):
+            kept += op_sac_bytes(bops, roles, micro, reg, lay.tp, sp, lay.ep, counts)
+            layers_full.append(full)
+        else:
+            kept += full
+    return kept, working + recompute_window_bytes(layers_full or [0.0])
 
 
 def stage_memories(model, cluster, cfg, program) -> list[MemoryReport]:

@@ -31,7 +31,14 @@ from simtrain.graph.op import Op
 from simtrain.parallel.cold_calls import ColdCalls, cold_calls
 from simtrain.parallel.comm_tasks import CommTask, microbatch_comm, step_comm
 from simtrain.parallel.model_index import model_index
-from simtrain.parallel.recompute import early_stop_skips, recomputed_count, selected
+from simtrain.parallel.recompute import (
+    early_stop_skips,
+    in_layer,
+    local_name,
+    op_sac_roles,
+    recomputed_count,
+    selected,
+)
 from simtrain.specs.hardware import Cluster
 from simtrain.specs.stack import Stack, stack_of
 from simtrain.specs.train import TrainConfig
@@ -180,12 +187,17 @@ def saved_set_bytes(model: Model | None, micro: float, reg: Regime, lay: Layout,
     return sum(saved_bytes(op, micro, reg, lay.tp, sp, lay.ep) for op in model.ops)
 
 
-def _recomputed(op: Op, cfg: TrainConfig, repeated: bool) -> bool:
-    if str(cfg.recompute) == "full":
-        return repeated
-    if str(cfg.recompute) == "selective":
-        return selected(op, cfg.recompute_modules)
-    return False
+def _recompute_share(op: Op, cfg: TrainConfig, repeated: bool, model: Model | None) -> float:
+    """Share of ``op``'s forward re-run in the backward under the config's recomputation policy."""
+    policy = str(cfg.recompute)
+    if policy == "full":
+        return float(repeated)
+    if policy == "selective":
+        return float(selected(op, cfg.recompute_modules))
+    if policy == "selective-op" and model is not None and in_layer(op):
+        role = op_sac_roles(model).get(local_name(op))
+        return 1.0 if role is None else role.recompute_fraction
+    return 0.0
 
 
 _MEMO_MAX = 50_000
@@ -252,12 +264,13 @@ def stage_compute(items, cfg: TrainConfig, coster: _OpCoster) -> tuple:
     skip = early_stop_skips(cfg, coster.model)
     for op, n, repeated, name in items:
         c = coster(op)
-        again = _recomputed(op, cfg, repeated) and op.name not in skip
+        share = 0.0 if op.name in skip else _recompute_share(op, cfg, repeated, coster.model)
         fw, bw, fwf, bwf, mem = fw + n * c.fw_s, bw + n * c.bw_s, fwf + n * c.fw_flops, bwf + n * c.bw_flops, \
             mem + n * c.memory_bound_s
         fwk, bwk = fwk + n * c.fw_kernels, bwk + n * c.bw_kernels
-        r = (recomputed_count(n, cfg) if str(cfg.recompute) == "full" else n) if again else 0
-        rc, rcf, rck = rc + r * c.fw_s, rcf + r * c.fw_flops, rck + r * c.fw_kernels
+        again = (recomputed_count(n, cfg) if str(cfg.recompute) == "full" else n) if share else 0
+        r = again * share  # a fused projection re-runs part of its matmuls: that share of its time and FLOPs
+        rc, rcf, rck = rc + r * c.fw_s, rcf + r * c.fw_flops, rck + again * c.fw_kernels
         times.append((name if n > 1 else op.name, op.kind, n * (c.fw_s + c.bw_s) + r * c.fw_s, str(op.op_class)))
     return fw, bw, rc, fwf, bwf, rcf, mem, fwk, bwk, rck, times
 

@@ -18,9 +18,11 @@ a recomputed materialised attention core drops its score-sized tensors (Korthika
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-__all__ = ["MODULES", "local_name", "selected", "check_modules", "recomputed_count", "recomputed_blocks", "early_stop_tail", "early_stop_skips"]
+__all__ = ["MODULES", "local_name", "selected", "check_modules", "recomputed_count", "recomputed_blocks",
+           "early_stop_tail", "early_stop_skips", "SacRole", "op_sac_plan", "op_sac_roles", "in_layer"]
 
 MODULES = {
     "core_attn": ("attn/core",),
@@ -114,3 +116,82 @@ def early_stop_skips(cfg, model) -> frozenset[str]:
     if model is None or str(cfg.recompute) != "full" or not stack_of(cfg).recompute_early_stop:
         return frozenset()
     return early_stop_tail(model)
+
+
+# --- torchtitan's per-op selective activation checkpointing (recompute="selective-op") ----------------
+
+@dataclass(frozen=True, slots=True)
+class SacRole:
+    """What per-op selective AC does with one op of a checkpointed layer."""
+
+    recompute_fraction: float
+    """Share of the op's forward re-run in the backward (1: all of it; a fused projection whose
+    matmuls alternate between saved and recomputed: the recomputed matmuls' share of its output)."""
+    saved_output_fraction: float
+    """Share of the op's output kept for the backward (0: nothing of the op is kept)."""
+
+
+def in_layer(op) -> bool:
+    """Is ``op`` inside a transformer layer (``layers.N/...``), the unit torchtitan checkpoints?"""
+    return op.name.startswith("layers.")
+
+
+def _mm_parts(ops, i: int) -> tuple[float, ...]:
+    """Output widths of the separate matmuls that graph op ``ops[i]`` stands for, in execution order.
+    torchtitan's Llama runs ``wq``, ``wk``, ``wv`` and ``w1``, ``w3`` as separate matmuls where simtrain's
+    graph fuses them (``attn/qkv``, a gated ``mlp/fc1`` feeding SwiGLU, gate first:
+    ``w2(silu(w1(x)) * w3(x))``)."""
+    op = ops[i]
+    width = float(op.gemm.n)
+    att = next((o.attention for o in ops if o.attention is not None), None)
+    if local_name(op).endswith("qkv") and att is not None:
+        q, kv = att.heads * att.head_dim, att.kv_heads * att.head_dim
+        if q + 2 * kv == width:
+            return (float(q), float(kv), float(kv))
+    if i + 1 < len(ops) and ops[i + 1].kind == "swiglu":
+        return (width / 2, width / 2)
+    return (width,)
+
+
+def op_sac_plan(ops) -> dict[str, SacRole]:
+    """Per-op selective AC of one layer's ``ops`` (in execution order), by local op name.
+
+    torchtitan ``apply_ac`` with ``selective_ac_option = "op"`` (torchtitan/models/llama
+    ``parallelize_llama.py``, ``_save_list`` and ``_custom_policy``): inside each checkpointed layer the
+    policy saves the outputs of ``aten.mm`` and of the scaled-dot-product attention kernels, except
+    every second ``mm`` (a counter per layer and pass: the 2nd, 4th, ... are recomputed); every other
+    op is recomputed. For a Llama layer: wq, wv, w1, w2 and attention kept; wk, wo, w3, the norms,
+    rotary embedding and SwiGLU re-run. A fused attention kernel's output is cached, so it is not
+    re-run; a materialised attention (bmm, softmax) is not in the save list and is re-run."""
+    count, roles = 0, {}
+    for i, op in enumerate(ops):
+        name = local_name(op)
+        if op.attention is not None and op.attention.fused:
+            roles[name] = SacRole(0.0, 1.0)
+            continue
+        if op.gemm is None or op.attention is not None:
+            roles[name] = SacRole(1.0, 0.0)
+            continue
+        parts = _mm_parts(ops, i)
+        saved = 0.0
+        for width in parts:
+            count += 1
+            if count % 2 == 1:
+                saved += width
+        kept = saved / sum(parts)
+        roles[name] = SacRole(1.0 - kept, kept)
+    return roles
+
+
+def op_sac_roles(model) -> dict[str, SacRole]:
+    """:func:`op_sac_plan` of every transformer layer of ``model``, by local op name (layers with the
+    same op names share roles). Cached with the model."""
+    key = "_op_sac_roles"
+    if key not in model.meta:
+        roles: dict[str, SacRole] = {}
+        for b in model.blocks:
+            if b.startswith("layers."):
+                for name, role in op_sac_plan(model.block_ops(b)).items():
+                    roles.setdefault(name, role)
+        model.meta[key] = roles
+    return model.meta[key]

@@ -9,7 +9,7 @@ from types import MappingProxyType
 
 from simtrain.errors import SimtrainError
 
-__all__ = ["StepReport", "MemoryReport", "OpTime", "CommReport", "BREAKDOWN_KEYS", "ENERGY_MODEL", "device_watts", "full_load_watts",
+__all__ = ["StepReport", "MemoryReport", "reserved_bytes_of", "OpTime", "CommReport", "BREAKDOWN_KEYS", "ENERGY_MODEL", "device_watts", "full_load_watts",
            "DEFAULT_IDLE_FRACTION_OF_TDP", "J_PER_KWH"]
 
 BREAKDOWN_KEYS = ("compute", "recompute", "comm_exposed", "pipeline_bubble", "data_stall", "optimizer",
@@ -22,6 +22,13 @@ ENERGY_MODEL = (
 )
 
 
+def reserved_bytes_of(persistent, transient, reserve_fraction, workspace_bytes):
+    """The allocator model (scalars or numpy arrays alike: the vectorized path uses it too):
+    persistent state as allocated, transient tensors with the caching allocator's reserve, plus the
+    workspaces outside the allocator (:class:`MemoryReport`)."""
+    return persistent + transient * (1.0 + reserve_fraction) + workspace_bytes
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryReport:
     """Memory of the peak device (bytes): what the tensors allocate, and what the framework reserves.
@@ -30,11 +37,17 @@ class MemoryReport:
       (+ ``overhead_bytes``, the generic allowance, see below); ``torch.cuda.max_memory_allocated``.
     * ``reserved_bytes`` — what the process takes from the device: the caching allocator keeps freed
       blocks and rounds requests up to its block sizes, so its reserved segments exceed the allocated
-      peak by a fraction (PyTorch docs, "CUDA semantics — Memory management":
-      ``max_memory_reserved`` ≥ ``max_memory_allocated``), and the CUDA context, NCCL communicators
-      and cuBLAS / cuDNN workspaces live outside the allocator's tensors::
+      peak (PyTorch docs, "CUDA semantics — Memory management": ``max_memory_reserved`` ≥
+      ``max_memory_allocated``), and the CUDA context, NCCL communicators and cuBLAS / cuDNN
+      workspaces live outside the allocator's tensors. The reserve grows on the *transient* tensors
+      only: weights, gradients and optimizer state are allocated once, at their final size, and never
+      freed (FSDP's flat parameters, Megatron's contiguous gradient buffer, the optimizer's states), so
+      no freed block of theirs is cached or split; fragmentation comes from the activations and
+      working buffers allocated and freed every micro-batch (PyTorch "Understanding CUDA Memory
+      Usage": the snapshot's inactive split blocks)::
 
-          reserved = total · (1 + reserve_fraction) + workspace_bytes
+          reserved = (params + grads + optimizer)
+                     + (activations + buffers + overhead) · (1 + reserve_fraction) + workspace_bytes
 
       (``Stack.allocator_reserve_fraction``, ``Stack.workspace_bytes``). ``fits`` means
       reserved ≤ capacity; ``overflow_bytes`` is reserved − capacity.
@@ -71,9 +84,20 @@ class MemoryReport:
                 + self.buffers_bytes + self.overhead_bytes)
 
     @property
+    def persistent_bytes(self) -> float:
+        """Tensors allocated once and kept for the whole run: weights, gradients, optimizer state."""
+        return self.params_bytes + self.grads_bytes + self.optimizer_bytes
+
+    @property
+    def transient_bytes(self) -> float:
+        """Tensors allocated and freed every step: activations, working buffers (and the allowance)."""
+        return self.activations_bytes + self.buffers_bytes + self.overhead_bytes
+
+    @property
     def reserved_bytes(self) -> float:
-        """Device memory the framework holds: total · (1 + reserve_fraction) + workspace_bytes."""
-        return self.total_bytes * (1.0 + self.reserve_fraction) + self.workspace_bytes
+        """Device memory the framework holds: persistent + transient · (1 + reserve_fraction) + workspace."""
+        return reserved_bytes_of(self.persistent_bytes, self.transient_bytes, self.reserve_fraction,
+                                 self.workspace_bytes)
 
     @property
     def reserve_bytes(self) -> float:

@@ -49,12 +49,13 @@ def _memory(r: StepReport) -> list[str]:
     m = r.memory
     if m is None:
         return []
-    lines = ["", f"memory of the peak device (rank {m.rank}, stage {m.stage})"]
+    term, _ = m.largest_term()
+    lines = ["", f"memory of the peak device (rank {m.rank}, pipeline stage {m.stage}; largest term: {term})"]
     for name in ("params", "grads", "optimizer", "activations", "buffers", "overhead"):
         lines.append(f"  {name:<16} {fmt_bytes(getattr(m, name + '_bytes')):>14}")
     verdict = "fits" if m.fits else f"DOES NOT FIT (over by {fmt_bytes(m.overflow_bytes)})"
     lines.append(f"  {'total':<16} {fmt_bytes(m.total_bytes):>14}  allocated")
-    how = (f"total × {1 + m.reserve_fraction:.2f} + {fmt_bytes(m.workspace_bytes)} workspace"
+    how = (f"state + transient × {1 + m.reserve_fraction:.2f} + {fmt_bytes(m.workspace_bytes)} workspace"
            if m.reserve_fraction or m.workspace_bytes else "= total: no allocator model, the overhead allowance instead")
     lines.append(f"  {'reserved':<16} {fmt_bytes(m.reserved_bytes):>14}  of {fmt_bytes(m.capacity_bytes)} usable: "
                  f"{verdict}  ({how})")

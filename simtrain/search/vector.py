@@ -72,6 +72,7 @@ def _vectorizable(cfg, cluster) -> bool:
     d = cfg.data
     data_free = d.sample_bytes is None and d.device_bytes_per_sample is None and d.transform_seconds_per_sample == 0
     return (data_free and not cfg.frozen_prefixes and cfg.recompute_num_layers is None
+            and str(cfg.recompute) != "selective-op"
             and cfg.recompute_every_k_blocks is None and cluster.device.memory_external is None
             and cfg.first_stage_layers is None and cfg.last_stage_layers is None and cfg.reshard_after_forward
             and _jitter_free(cluster.device) and _step_scaled(cfg))

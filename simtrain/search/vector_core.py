@@ -40,6 +40,7 @@ from simtrain.parallel.program import (
     stage_compute,
 )
 from simtrain.parallel.schedule import in_flight_microbatches
+from simtrain.report.step_report import reserved_bytes_of
 from simtrain.search.vector_pipeline import pipeline_finish_many
 from simtrain.specs.stack import stack_of
 
@@ -204,8 +205,8 @@ def _stage_memory(g: _Group, stage: int, t: dict, k: dict) -> tuple[np.ndarray, 
     ms, inv = np.unique(g.m, return_inverse=True)
     in_flight = np.array([in_flight_microbatches(stage, g.p, int(m), g.schedule, g.v) for m in ms])[inv.reshape(-1)]
     buffers = np.where(k["zero"] >= 3, act["working"] + d["gathered"], act["working"])
-    total = d["params"] + d["grads"] + d["optim"] + act["per_mb"] * in_flight + buffers + k["overhead"]
-    return total, total * (1.0 + k["reserve"]) + k["workspace"]
+    state, transient = d["params"] + d["grads"] + d["optim"], act["per_mb"] * in_flight + buffers + k["overhead"]
+    return state + transient, reserved_bytes_of(state, transient, k["reserve"], k["workspace"])
 
 
 def evaluate_group(cluster, p: int, v: int, schedule, model, settings, c: dict, memo: dict) -> dict:

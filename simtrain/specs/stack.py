@@ -74,6 +74,13 @@ class Stack(Spec):
     Inductor under ``torch.compile``), not eager PyTorch's silu and multiply, which also keep silu(gate):
     a Llama layer keeps ~31.75 instead of ~38.25 bytes per token per hidden unit. Other activations:
     no effect."""
+    fused_cross_entropy: bool = False
+    """The LM loss runs as one fused kernel on the logits in their own dtype and keeps them with one
+    fp32 log-sum-exp per token (flash-attn's ``CrossEntropyLoss``, llm-foundry's default
+    ``loss_fn: fused_crossentropy``), instead of upcasting: no fp32 log-probabilities (4 B per logit)
+    kept for the backward and no fp32 gradient of the logits. A GPT-2-vocabulary model at 64k tokens
+    per micro-batch saves ~12 GiB. False: PyTorch ``F.cross_entropy`` under autocast, Megatron's
+    ``logits.float()``."""
     elementwise_bytes_fraction: Annotated[float, Field(gt=0, le=1)] = 1.0
     """Bytes moved by elementwise and norm ops relative to running each op as its own kernel
     (eager: 1). A fused chain of k ops reads its input and writes its output once: ≈ 1/k of the
@@ -146,8 +153,13 @@ class Stack(Spec):
     fused_optimizer: bool | None = None
     """Default for a fused / multi-tensor optimizer step; None leaves TrainConfig's."""
     grad_fp32_buffer: bool = False
-    """The framework keeps a separate fp32 gradient buffer besides the 16-bit gradients
-    (Megatron's main_grad with the distributed optimizer: +4 bytes/parameter before sharding)."""
+    """The gradients live in fp32, 4 bytes per parameter (sharded like the gradients), and no 16-bit
+    copy is kept: Megatron's ``main_grad`` (each 16-bit gradient is accumulated into it as soon as it is
+    computed); PyTorch FSDP / FSDP2 with mixed precision, whose sharded parameter is the fp32 copy and
+    whose reduce-scattered gradient is cast to that dtype and accumulated into its ``.grad`` (FSDP
+    ``MixedPrecision``, FSDP2 ``MixedPrecisionPolicy``: "the sharded parameters stay in full
+    precision"). False: 16-bit gradients, plus an fp32 accumulation buffer when micro-batches
+    accumulate (cost/memory.py ``param_memory``; DeepSpeed ZeRO keeps its gradient partitions in 16 bit)."""
     dp_grad_copy_passes: Annotated[float, Field(ge=0, le=16)] = 0.0
     """Gradient-sized reads and writes the data-parallel wrapper adds per step beside its collective,
     when the gradients are reduced over more than one rank (one pass = reading or writing every

@@ -103,6 +103,15 @@ class TrainConfig(Spec):
     """Model chunks per pipeline rank; > 1 only with the interleaved schedule."""
     sequence_parallel: bool = False
     recompute: Recompute = Recompute.NONE
+    """Activation recomputation. ``none``: every layer keeps what its backward needs. ``selective``:
+    parts of each layer recomputed (``recompute_modules``; Megatron's ``--recompute-granularity
+    selective``, Korthikanti et al. 2022). ``full``: each block keeps only its input and is re-run in
+    the backward (Megatron ``full``; ``recompute_num_layers`` / ``recompute_every_k_blocks`` for
+    Megatron's block method and torchtitan's per-layer AC every k blocks). ``selective-op``:
+    torchtitan's per-op selective AC (``selective_ac_option = "op"``): every transformer layer is
+    checkpointed with a policy that saves the outputs of its matmuls except every second one (counted
+    in execution order within the layer) and of attention, and recomputes the rest
+    (parallel/recompute.py ``op_sac_plan``)."""
     recompute_modules: list[str] | None = None
     """With recompute='selective': which parts of each layer are recomputed, as Megatron-Core's
     --recompute-modules names them (core_attn, mlp, layernorm, moe) or op-name patterns inside a

@@ -49,7 +49,7 @@ def stack(**knobs):
 MLP_OPS = (linear_op("a", "b0", 1, 100, 200), linear_op("b", "b1", 1, 200, 100, tp_split="row"))  # 40,000 params
 
 
-# --- reserved = allocated · (1 + f) + w; fits on reserved -----------------------------------------
+# --- reserved = state + transient · (1 + f) + w; fits on reserved -----------------------------------
 
 def _report(**kw) -> MemoryReport:
     base = dict(params_bytes=100.0, grads_bytes=200.0, optimizer_bytes=300.0, activations_bytes=400.0,
@@ -57,30 +57,34 @@ def _report(**kw) -> MemoryReport:
     return MemoryReport(**{**base, **kw})
 
 
-def test_reserved_is_allocated_times_one_plus_reserve_plus_workspace():
+def test_reserved_is_state_plus_transient_times_one_plus_reserve_plus_workspace():
+    """The reserve grows on the transient tensors only (activations 400 + buffers 0); the state
+    (params 100 + grads 200 + optimizer 300, allocated once) is reserved as allocated."""
     m = _report(reserve_fraction=0.25, workspace_bytes=500.0)
     assert m.total_bytes == 1000.0                      # allocated: the tensors
-    assert m.reserved_bytes == 1000.0 * 1.25 + 500.0 == 1750.0
-    assert m.reserve_bytes == 750.0
+    assert (m.persistent_bytes, m.transient_bytes) == (600.0, 400.0)
+    assert m.reserved_bytes == 600.0 + 400.0 * 1.25 + 500.0 == 1600.0
+    assert m.reserve_bytes == 600.0
     assert m.fits and m.overflow_bytes == 0.0
     d = m.to_dict()
-    assert (d["total_bytes"], d["reserved_bytes"], d["workspace_bytes"], d["reserve_fraction"]) == (1000, 1750, 500, .25)
+    assert (d["total_bytes"], d["reserved_bytes"], d["workspace_bytes"], d["reserve_fraction"]) == (1000, 1600, 500, .25)
 
 
 def test_fits_flips_exactly_when_reserved_crosses_capacity():
-    at = _report(reserve_fraction=0.5, workspace_bytes=500.0, capacity_bytes=2000.0)   # 1000·1.5 + 500 = 2000
-    over = _report(reserve_fraction=0.5, workspace_bytes=501.0, capacity_bytes=2000.0)
+    at = _report(reserve_fraction=0.5, workspace_bytes=800.0, capacity_bytes=2000.0)   # 600 + 400·1.5 + 800 = 2000
+    over = _report(reserve_fraction=0.5, workspace_bytes=801.0, capacity_bytes=2000.0)
     assert at.reserved_bytes == 2000.0 and at.fits
     assert not over.fits and over.overflow_bytes == 1.0
     assert over.total_bytes < over.capacity_bytes       # the tensors alone would fit: the reserve does not
-    assert over.largest_term() == ("reserve", 1001.0)   # 0.5·1000 + 501
+    assert over.largest_term() == ("reserve", 1001.0)   # 0.5·400 + 801
 
 
 def test_stack_reserve_replaces_the_overhead_allowance_in_an_estimate(tiny_mlp, single):
     m = estimate(tiny_mlp, single, mlp_cfg(stack=stack(allocator_reserve_fraction=0.5, workspace_bytes=1e9))).memory
     assert m.overhead_bytes == 0.0                      # the stack's allocator model replaces the 5 % allowance
     assert m.total_bytes == 356_000                     # params 160,000 + grads 160,000 + acts 20,000 + buffers 16,000
-    assert m.reserved_bytes == 356_000 * 1.5 + 1e9 == 1_000_534_000
+    # the state (params + grads, 320,000) as allocated; the transient 36,000 with the 50 % reserve
+    assert m.reserved_bytes == 320_000 + 36_000 * 1.5 + 1e9 == 1_000_374_000
     # an explicit memory_overhead_fraction still counts, on top of the stack's reserve
     m2 = estimate(tiny_mlp, single, mlp_cfg(stack=stack(workspace_bytes=1e9), memory_overhead_fraction=0.01)).memory
     assert m2.overhead_bytes == pytest.approx(0.01 * USABLE)
@@ -88,7 +92,7 @@ def test_stack_reserve_replaces_the_overhead_allowance_in_an_estimate(tiny_mlp, 
 
 
 def test_estimate_feasibility_flips_exactly_at_capacity(tiny_mlp, single):
-    fits_w = USABLE - 356_000 * 1.5                     # reserved == usable exactly (all integers: exact)
+    fits_w = USABLE - 374_000                           # reserved == usable exactly (all integers: exact)
     at = estimate(tiny_mlp, single, mlp_cfg(stack=stack(allocator_reserve_fraction=0.5, workspace_bytes=fits_w)))
     over = estimate(tiny_mlp, single, mlp_cfg(stack=stack(allocator_reserve_fraction=0.5, workspace_bytes=fits_w + 1)))
     assert at.memory.reserved_bytes == USABLE and at.memory.fits and at.feasible
@@ -101,7 +105,8 @@ def test_text_report_shows_allocated_and_reserved(tiny_mlp, single):
     text = render_report(estimate(tiny_mlp, single, mlp_cfg(stack=stack(allocator_reserve_fraction=0.1,
                                                                             workspace_bytes=2**30))))
     memory = text[text.index("memory of the peak device"):]
-    assert " allocated\n" in memory and "  reserved " in memory and "total × 1.10 + 1.0 GiB workspace" in memory
+    assert memory.startswith("memory of the peak device (rank 0, pipeline stage 0; largest term: reserve)")  # 1 GiB workspace
+    assert " allocated\n" in memory and "  reserved " in memory and "state + transient × 1.10 + 1.0 GiB workspace" in memory
 
 
 # --- fp32 gradient buffer (Megatron main_grad) ------------------------------------------------------
@@ -274,5 +279,5 @@ def test_stacks_do_not_share_memoised_results():
     assert ref.grads_bytes == again.grads_bytes == 2 * psi / 2
     # megatron-core: zero_stage 2 given explicitly wins over its default 1; main_grad holds 4 B / param
     assert meg.grads_bytes == 4 * psi / 2
-    assert meg.reserved_bytes == pytest.approx(meg.total_bytes * 1.05 + 2 * 2**30)
+    assert meg.reserved_bytes == pytest.approx(meg.persistent_bytes + meg.transient_bytes * 1.05 + 2 * 2**30)
     assert ref.reserved_bytes == ref.total_bytes

@@ -258,6 +258,16 @@ def test_embedding_and_cross_entropy():
                    shapes=((3, 5),), out_shape=(1,), tp_split="vocab", runs_in_low_precision=False,
                    attrs=(("log_softmax_bytes", 60),))
     assert ce == expected
+    # fused (flash-attn CrossEntropyLoss): reads the logits in their own dtype forward (15) and backward
+    # (15), writes only the logits' gradient (15); writes loss + log-sum-exp (2 · 3 · 4 = 24 B) and reads
+    # the targets (24) forward, targets + lse (36) backward; keeps the logits (15 act elements), the lse
+    # (12 B) and the targets (24 B); no fp32 log-probabilities
+    fused = build("cross_entropy", rows=3, classes=5, fused=True)
+    expected = rec("cross_entropy", OpClass.REDUCTION, flops=P(78, 45, 0), act_read=P(15, 15, 0),
+                   act_write=P(0, 15, 0), fixed_write_bytes=P(24, 0, 0), fixed_read_bytes=P(24, 36, 0),
+                   saved=Saved(act=15, fixed_bytes=36), shapes=((3, 5),), out_shape=(1,), tp_split="vocab",
+                   attrs=(("fused", True),))
+    assert fused == expected
 
 
 def test_moe_router_and_experts():

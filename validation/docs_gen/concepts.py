@@ -47,6 +47,8 @@ MEANINGS: dict[str, str] = {
     "Recompute.none": "keep every activation the backward needs",
     "Recompute.selective": "recompute the attention core only (Korthikanti et al. 2022), or the listed modules",
     "Recompute.full": "keep only block inputs; recompute each block's forward in the backward",
+    "Recompute.selective-op": "torchtitan's per-op selective AC: keep matmul outputs except every second one, "
+                              "and attention's; recompute the rest",
     "PipelineSchedule.gpipe": "all forwards, then all backwards (Huang et al. 2019)",
     "PipelineSchedule.1f1b": "one forward, one backward in steady state (PipeDream-Flush / Megatron-LM)",
     "PipelineSchedule.interleaved-1f1b": "1F1B over v model chunks per rank (bubble ÷ v)",

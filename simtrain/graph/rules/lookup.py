@@ -45,11 +45,28 @@ def embedding(*, num: int, dim: int, rows: int = 1) -> dict:
 
 
 @rule("cross_entropy")
-def cross_entropy(*, rows: int, classes: int) -> dict:
-    """Softmax cross-entropy of ``rows`` × ``classes`` logits per sample against integer targets."""
+def cross_entropy(*, rows: int, classes: int, fused: bool = False) -> dict:
+    """Softmax cross-entropy of ``rows`` × ``classes`` logits per sample against integer targets.
+
+    Unfused (PyTorch ``F.cross_entropy`` under autocast, Megatron's ``logits.float()``): the logits are
+    upcast and the fp32 log-probabilities are kept for the backward (4 B per logit), whose gradient is
+    fp32 as well (cost/memory.py ``fp32_logits_grad_bytes``). ``fused``: one kernel reads the logits in
+    their own dtype and computes in registers (flash-attn ``CrossEntropyLoss``, llm-foundry's default
+    ``loss_fn: fused_crossentropy``: ``save_for_backward(logits, lse, labels)``, the gradient written as
+    ``empty_like(logits)``): it keeps the logits and one fp32 log-sum-exp per row, nothing in fp32 per
+    logit."""
     r, c = pos_int("rows", rows), pos_int("classes", classes)
     n = r * c
-    logp, targets = FP32_BYTES * n, INDEX_BYTES * r
+    targets = INDEX_BYTES * r
+    if fused:
+        lse = FP32_BYTES * r
+        return dict(
+            op_class=OpClass.REDUCTION, flops=pc(5 * n + r, 3 * n), act_read=pc(n, n), act_write=pc(0, n),
+            fixed_write_bytes=pc(2 * lse), fixed_read_bytes=pc(targets, lse + targets),
+            saved=Saved(act=n, fixed_bytes=lse + targets), shapes=((r, c),), out_shape=(1,), tp_split="vocab",
+            attrs=attrs_of(fused=True),
+        )
+    logp = FP32_BYTES * n
     return dict(
         op_class=OpClass.REDUCTION, flops=pc(5 * n + r, 3 * n), act_read=pc(n, n), act_write=pc(0, 2 * n),
         fixed_write_bytes=pc(logp + FP32_BYTES * r), fixed_read_bytes=pc(targets, logp + targets),

@@ -1,0 +1,114 @@
+"""Memory as frameworks allocate it (issue 37), hand-derived on a tiny Llama-style model:
+
+* per-op selective AC (recompute="selective-op", torchtitan ``selective_ac_option = "op"``);
+* the fused cross-entropy kernel (llm-foundry's flash-attn ``CrossEntropyLoss``);
+* FSDP's fp32 sharded gradients (``Stack.grad_fp32_buffer`` on the FSDP presets).
+
+Tiny Llama: 2 layers, s = 8, h = 16, 4 heads of 4 (q width 16), 2 KV heads (k, v width 8 each), SwiGLU
+with f = 32 (fc1 writes gate and up, 64 wide), RMSNorm, rotary, V = 32, no biases, fused attention.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import simtrain as st
+from simtrain.cost.memory import activation_bytes_per_microbatch, fp32_logits_grad_bytes, op_sac_bytes
+from simtrain.cost.precision import regime
+from simtrain.estimator import build_program, estimate, prepare_model
+from simtrain.parallel.recompute import SacRole, op_sac_plan, op_sac_roles
+from simtrain.specs.stack import load_stack
+from tests.conftest import invented_cluster
+
+S, H, F, V = 8, 16, 32, 32
+
+
+def tiny_llama():
+    from simtrain.graph.model import build_model
+    from simtrain.graph.spec import ModelSpec
+    t = {"layers": 2, "hidden": H, "heads": 4, "kv_heads": 2, "vocab": V, "ffn_hidden": F, "activation": "swiglu",
+         "norm": "rmsnorm", "position": "rotary", "biases": False, "flash_attention": True}
+    return build_model(ModelSpec.model_validate({"name": "tiny-llama", "family": "transformer", "seq_len": S,
+                                                 "transformer": t}))
+
+
+def _cfg(**kw):
+    base = dict(global_batch_size=2, micro_batch_size=2, precision="bf16", optimizer="adamw")
+    return st.TrainConfig(**{**base, **kw})
+
+
+# --- per-op selective AC ---------------------------------------------------------------------------
+
+def test_op_sac_plan_alternates_the_layer_matmuls_in_execution_order():
+    """wq (1st mm) saved, wk (2nd) recomputed, wv (3rd) saved; wo (4th) recomputed; w1 (5th) saved,
+    w3 (6th) recomputed; w2 (7th) saved; attention's output kept; the rest re-run."""
+    model = tiny_llama()
+    roles = op_sac_plan(model.block_ops("layers.0"))
+    assert roles["attn/qkv"] == SacRole(0.25, 0.75)     # widths 16, 8, 8: q + v = 24 of 32 kept
+    assert roles["attn/proj"] == SacRole(1.0, 0.0)
+    assert roles["mlp/fc1"] == SacRole(0.5, 0.5)        # gate kept, up re-run
+    assert roles["mlp/fc2"] == SacRole(0.0, 1.0)
+    assert roles["attn/core"] == SacRole(0.0, 1.0)      # fused kernel: output cached, not re-run
+    for name in ("attn/norm", "attn/rope", "attn/add", "mlp/norm", "mlp/act", "mlp/add"):
+        assert roles[name] == SacRole(1.0, 0.0), name
+    assert op_sac_roles(model) == roles                 # both layers alike
+
+
+def test_op_sac_keeps_the_layer_input_and_the_saved_outputs():
+    """Per sample, bf16: input 8·16 + q and v 8·24 + attention output 8·16 + gate 8·32 + fc2 out 8·16
+    = 832 elements · 2 B = 1,664 B, plus the attention's log-sum-exp 4 heads · 8 · 4 B = 128 B."""
+    model = tiny_llama()
+    ops = model.block_ops("layers.0")
+    reg = regime("bf16")
+    assert op_sac_bytes(ops, op_sac_roles(model), 1, reg, 1, False, 1) == 1664 + 128
+    # in an estimate: each layer keeps that per sample (micro-batch 2); embedding and head keep everything
+    none = estimate(model, st.Cluster.single(st.load_device("h100-sxm5-80gb")), _cfg()).memory
+    sac = estimate(model, st.Cluster.single(st.load_device("h100-sxm5-80gb")), _cfg(recompute="selective-op")).memory
+    layer_none = activation_bytes_per_microbatch(ops, 2, reg, "none", 1, False, 1)
+    assert sac.activations_bytes == pytest.approx(none.activations_bytes - 2 * (layer_none - 2 * 1792))
+
+
+def test_op_sac_recomputes_the_unsaved_share_of_the_forward():
+    """Recompute FLOPs = full recomputation's less, per layer, 3/4 of qkv, all of attention, 1/2 of
+    fc1 and all of fc2 (what the policy keeps is not re-run)."""
+    model = tiny_llama()
+    cluster = st.Cluster.single(st.load_device("h100-sxm5-80gb"))
+    full = build_program(prepare_model(model, _cfg(recompute="full")), cluster, _cfg(recompute="full"))
+    sac = build_program(prepare_model(model, _cfg(recompute="selective-op")), cluster, _cfg(recompute="selective-op"))
+    ops = {op.name.split("/", 1)[1]: op for op in model.block_ops("layers.0")}
+    kept = (0.75 * ops["attn/qkv"].flops.fw + ops["attn/core"].flops.fw + 0.5 * ops["mlp/fc1"].flops.fw
+            + ops["mlp/fc2"].flops.fw)
+    micro = 2
+    assert sac.stages[0].recompute_flops == pytest.approx(full.stages[0].recompute_flops - 2 * micro * kept)
+    assert 0 < sac.stages[0].recompute_s < full.stages[0].recompute_s
+
+
+# --- fused cross-entropy -----------------------------------------------------------------------------
+
+def test_fused_cross_entropy_keeps_the_logits_not_fp32_log_probs():
+    """Upcast loss: fp32 log-probs 4·s·V kept and an fp32 logits gradient 4·s·V in the backward's
+    working set; fused: the bf16 logits 2·s·V and a 4-byte lse per token, no fp32 gradient.
+    Per sample s·V = 256: kept 1,024 + 64 (targets) → 512 + 32 + 64; micro-batch 2."""
+    model = tiny_llama()
+    cluster = st.Cluster.single(st.load_device("h100-sxm5-80gb"))
+    base = load_stack("reference").with_overrides(name="t", workspace_bytes=1.0)
+    up = estimate(model, cluster, _cfg(stack=base)).memory
+    fused = estimate(model, cluster, _cfg(stack=base.with_overrides(fused_cross_entropy=True))).memory
+    assert up.activations_bytes - fused.activations_bytes == 2 * ((1024 + 64) - (512 + 32 + 64))
+    assert fp32_logits_grad_bytes(model.ops, 2, regime("bf16"), 1) == 2 * 4 * S * V
+    assert fp32_logits_grad_bytes(prepare_model(model, _cfg(stack="llm-foundry")).ops, 2, regime("bf16"), 1) == 0
+    assert load_stack("llm-foundry").fused_cross_entropy and not load_stack("fsdp2").fused_cross_entropy
+
+
+# --- FSDP: fp32 sharded gradients --------------------------------------------------------------------
+
+@pytest.mark.parametrize("global_batch", [4, 8])   # one micro-batch per replica, and two (accumulating)
+def test_fsdp_gradients_are_fp32_on_the_shard_with_or_without_accumulation(global_batch):
+    model = tiny_llama()
+    psi = model.param_count
+    cfg = _cfg(global_batch_size=global_batch, dp=2, stack="fsdp2")
+    m = estimate(model, invented_cluster(2), cfg).memory
+    assert m.grads_bytes == 4 * psi / 2                  # 4 B per parameter over the 2 FSDP ranks
+    assert m.optimizer_bytes == 12 * psi / 2             # the fp32 shard (master) + two Adam moments
+    ref = estimate(model, invented_cluster(2), _cfg(global_batch_size=global_batch, dp=2, zero_stage=3)).memory
+    assert ref.grads_bytes == (2 if global_batch == 4 else 6) * psi / 2   # DeepSpeed-style 16-bit partitions
