@@ -5,7 +5,8 @@ A CSV (header row) or JSON Lines file (one object per line), one run per row. Co
 * ``model`` — a library name or a model YAML path (required);
 * ``hardware`` (or ``cluster``) — a device or cluster library name or path (required); ``nodes``
   optionally scales a cluster;
-* ``step_time_s`` (required, > 0) and ``peak_memory_bytes`` (optional);
+* ``step_time_s`` (required, > 0) and ``peak_memory_bytes`` (optional), with ``peak_memory_kind``
+  "reserved" (default) or "allocated";
 * ``name`` (optional label);
 * every other column is a :class:`~simtrain.specs.train.TrainConfig` field (``global_batch_size``,
   ``micro_batch_size``, ``seq_len``, ``precision``, ``optimizer``, ``tp``, ``stack``, …).
@@ -26,7 +27,8 @@ from simtrain.errors import SimtrainError, SpecError
 
 __all__ = ["load_run_records", "record_from_row", "RUN_COLUMNS"]
 
-RUN_COLUMNS = ("model", "hardware", "cluster", "nodes", "step_time_s", "peak_memory_bytes", "name")
+RUN_COLUMNS = ("model", "hardware", "cluster", "nodes", "step_time_s", "peak_memory_bytes", "peak_memory_kind",
+               "name")
 
 
 def _cell(text: str) -> Any:
@@ -100,7 +102,8 @@ def record_from_row(row: dict[str, Any], where: str):
     try:
         return RunRecord(model=model, cluster=cluster, config=cfg,
                          step_time_s=_required(where, row, "step_time_s"),
-                         peak_memory_bytes=row.get("peak_memory_bytes"), name=str(row.get("name", "")))
+                         peak_memory_bytes=row.get("peak_memory_bytes"), name=str(row.get("name", "")),
+                         peak_memory_kind=str(row.get("peak_memory_kind") or "reserved"))
     except SpecError as err:
         raise SpecError.one(where, err.issues[0].field, err.issues[0].reason) from None
 

@@ -67,8 +67,14 @@ class RunRecord:
     config: Any
     step_time_s: float
     peak_memory_bytes: float | None = None
-    """Measured peak reserved memory of the busiest rank (torch.cuda.max_memory_reserved), if known."""
+    """Measured peak memory of the busiest rank, if known: ``torch.cuda.max_memory_reserved`` or
+    ``max_memory_allocated``, as ``peak_memory_kind`` says."""
     name: str = ""
+    peak_memory_kind: str = "reserved"
+    """Which peak ``peak_memory_bytes`` is: "reserved" (what the process took from the device, the
+    figure nvidia-smi and most framework logs show) or "allocated" (the tensors alone). The memory
+    residual compares it with the matching prediction (``MemoryReport.reserved_bytes`` or
+    ``total_bytes``)."""
 
     def __post_init__(self) -> None:
         from simtrain.graph.model import Model
@@ -79,6 +85,9 @@ class RunRecord:
             if not isinstance(getattr(self, field), kind):
                 raise SpecError.one(where, field, f"must be a {kind.__name__} (got {type(getattr(self, field)).__name__}); "
                                     f"load it with st.load_{field if field != 'config' else 'job'} or build it")
+        if self.peak_memory_kind not in ("reserved", "allocated"):
+            raise SpecError.one(where, "peak_memory_kind", f"must be 'reserved' or 'allocated' "
+                                f"(got {str(self.peak_memory_kind)[:40]!r})")
         for field in ("step_time_s", "peak_memory_bytes"):
             v = getattr(self, field)
             if v is None and field == "peak_memory_bytes":
@@ -114,9 +123,14 @@ class RecordFit(Spec):
     predicted_s: float
     loo_predicted_s: float | None = None
     measured_memory_bytes: float | None = None
-    """The run's measured peak reserved memory (``RunRecord.peak_memory_bytes``), if given."""
+    """The run's measured peak memory (``RunRecord.peak_memory_bytes``), if given."""
     predicted_memory_bytes: float | None = None
     """Predicted peak reserved bytes of the busiest rank (``StepReport.memory.reserved_bytes``)."""
+    predicted_allocated_bytes: float | None = None
+    """Predicted peak allocated bytes of that rank (``StepReport.memory.total_bytes``)."""
+    memory_kind: str = "reserved"
+    """Which peak the measured number is (``RunRecord.peak_memory_kind``): the residual compares it
+    with the prediction of the same kind."""
     memory_capacity_bytes: Annotated[float, Field(gt=0)] | None = None
     """That rank's usable device memory: predicted reserved above it is a run predicted not to fit."""
 
@@ -127,9 +141,10 @@ class RecordFit(Spec):
     @property
     def memory_error(self) -> float | None:
         """Relative memory residual predicted / measured − 1 (None without both numbers)."""
-        if self.predicted_memory_bytes is None or not self.measured_memory_bytes:
+        predicted = self.predicted_allocated_bytes if self.memory_kind == "allocated" else self.predicted_memory_bytes
+        if predicted is None or not self.measured_memory_bytes:
             return None
-        return self.predicted_memory_bytes / self.measured_memory_bytes - 1.0
+        return predicted / self.measured_memory_bytes - 1.0
 
     @property
     def predicted_overflow(self) -> bool:
@@ -228,9 +243,10 @@ def _memory_lines(r: RecordFit) -> list[str]:
         return []
     cap = "" if r.memory_capacity_bytes is None else f" of {format_bytes(r.memory_capacity_bytes)} usable"
     over = "  (predicted not to fit)" if r.predicted_overflow else ""
-    measured = "" if r.memory_error is None else (f"  measured {format_bytes(r.measured_memory_bytes)}"
-                                                  f"  memory {100 * r.memory_error:+.1f} %")
-    return [f"    memory: predicted {format_bytes(r.predicted_memory_bytes)} reserved{cap}{measured}{over}"]
+    measured = "" if r.memory_error is None else (f"  measured {format_bytes(r.measured_memory_bytes)} "
+                                                  f"{r.memory_kind}  memory {100 * r.memory_error:+.1f} %")
+    alloc = "" if r.predicted_allocated_bytes is None else f" ({format_bytes(r.predicted_allocated_bytes)} allocated)"
+    return [f"    memory: predicted {format_bytes(r.predicted_memory_bytes)} reserved{alloc}{cap}{measured}{over}"]
 
 
 def load_calibration(path: str | Path) -> Calibration:
@@ -378,11 +394,12 @@ def _record_fit(rec: RunRecord, factors: dict[str, float], loo_s: float | None) 
     """The record's fit, and the warning when it ran although predicted not to fit in memory."""
     r = _predict(rec, factors)
     mem = cap = None
+    alloc = None
     if r.memory is not None:
-        mem, cap = r.memory.reserved_bytes, r.memory.capacity_bytes
+        mem, alloc, cap = r.memory.reserved_bytes, r.memory.total_bytes, r.memory.capacity_bytes
     fit = RecordFit(name=rec.label, measured_s=rec.step_time_s, predicted_s=r.step_time_s, loo_predicted_s=loo_s,
                     measured_memory_bytes=rec.peak_memory_bytes, predicted_memory_bytes=mem,
-                    memory_capacity_bytes=cap)
+                    predicted_allocated_bytes=alloc, memory_capacity_bytes=cap, memory_kind=rec.peak_memory_kind)
     return fit, (_overflow_warning(fit, r.reasons) if _memory_only(r) else None)
 
 

@@ -107,7 +107,8 @@ def test_warning_and_memory_residual_appear(llama, a100):
     assert warning.startswith("oom: ") and reserved in warning and usable in warning and "36.0 GiB" in warning
     text = cal.summary()
     assert f"warning: {warning}" in text
-    assert f"memory: predicted {reserved} reserved of {usable} usable" in text
+    allocated = f"{r.memory.total_bytes / GiB:.1f} GiB"
+    assert f"memory: predicted {reserved} reserved ({allocated} allocated) of {usable} usable" in text
     assert f"memory {100 * fit.memory_error:+.1f} %" in text and "predicted not to fit" in text
 
 
@@ -121,6 +122,22 @@ def test_a_run_that_fits_has_a_memory_residual_and_no_warning(llama, a100):
     assert cal.records[0].memory_error == pytest.approx(r.memory.reserved_bytes / (20 * GiB) - 1.0)
     assert not cal.records[0].predicted_overflow
     assert "warning" not in cal.summary()
+
+
+def test_an_allocated_peak_is_compared_with_the_allocated_prediction(llama, a100):
+    """torch.cuda.max_memory_allocated logged: the residual is against the tensors (total_bytes), not the
+    reserved figure with the allocator's cache and the workspaces."""
+    cfg = _cfg(tp=8, micro_batch_size=1, stack="megatron-core")   # a stack with an allocator model
+    r = st.estimate(llama, a100, cfg)
+    rec = _record(llama, a100, cfg, {"compute": 0.8}, "alloc", peak_memory_bytes=20 * GiB,
+                  peak_memory_kind="allocated")
+    fit = st.calibrate_runs([rec]).records[0]
+    assert fit.memory_kind == "allocated"
+    assert fit.memory_error == pytest.approx(r.memory.total_bytes / (20 * GiB) - 1.0)
+    assert fit.predicted_memory_bytes == pytest.approx(r.memory.reserved_bytes)   # feasibility stays on reserved
+    assert r.memory.total_bytes < r.memory.reserved_bytes
+    with pytest.raises(st.SpecError, match="peak_memory_kind"):
+        _record(llama, a100, cfg, {"compute": 0.8}, "x", peak_memory_bytes=1.0, peak_memory_kind="active")
 
 
 def test_new_fields_round_trip_and_old_files_still_load(tmp_path, llama, a100):
