@@ -64,7 +64,7 @@ def prepare_model(model: Model, cfg: TrainConfig) -> Model:
     fused = stack_of(cfg).fused_activation and arch.activation == "swiglu"
     if arch.fused_activation != fused:
         update["fused_activation"] = fused
-    fused_loss = stack_of(cfg).fused_cross_entropy
+    fused_loss = stack_of(cfg).loss_kernel == "fused"
     if arch.fused_cross_entropy != fused_loss:
         update["fused_cross_entropy"] = fused_loss
     if not update:

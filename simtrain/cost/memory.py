@@ -39,9 +39,15 @@ from simtrain.graph.op import Op
 
 __all__ = ["ParamMemory", "param_memory", "zero_degree", "activation_bytes_per_microbatch", "attention_core_saved",
            "block_input_elements", "checkpoint_bytes", "largest_gradient_bytes", "recompute_window_bytes",
-           "fp32_logits_grad_bytes", "op_sac_bytes", "FP32_BYTES"]
+           "fp32_logits_grad_bytes", "op_sac_bytes", "FP32_BYTES", "LOSS_FP32_GRADIENTS"]
 
 FP32_BYTES = 4
+
+LOSS_FP32_GRADIENTS = {"upcast": 1, "eager": 2, "in-place": 0, "fused": 0}
+"""fp32 logits-sized gradients the loss's backward holds at once beside what the loss keeps, by
+``Stack.loss_kernel``: eager PyTorch's ``nll_loss`` gradient and ``log_softmax`` input gradient (2);
+Megatron's in-place softmax gradient and a fused kernel's activation-dtype gradient (0); simtrain's
+generic upcast loss (1)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +203,8 @@ def fp32_logits_grad_bytes(ops, micro_batch: float, reg: Regime, tp: int,
     ``log_softmax_bytes``; Megatron turns the fp32 logits into them in place), and the working set of
     :func:`largest_gradient_bytes` holds the logits' gradient in the activation dtype. Missing is
     the fp32 gradient of the logits, 4 B per logit, alive beside the saved fp32 log-probabilities
-    until it is cast back to the activation dtype: b · s · V/t · 4 bytes (vocab-parallel: each tensor
+    until it is cast back to the activation dtype: b · s · V/t · 4 bytes — one such gradient; the
+    memory plan multiplies it by :data:`LOSS_FP32_GRADIENTS` of the stack's loss kernel (vocab-parallel: each tensor
     rank holds V/t of the logits; ``micro_batch`` already ÷ cp, so s is the rank's sequence share).
     0 in fp32 regimes (no upcast: the working set already counts a 4-byte gradient) and for losses
     without the rule's attribute (imported graphs carry their own dtypes)."""

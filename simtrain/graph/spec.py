@@ -97,7 +97,7 @@ class TransformerArch(Spec):
     fused_cross_entropy: bool = False
     """The loss as one fused kernel on the logits in their own dtype (flash-attn ``CrossEntropyLoss``):
     it keeps the logits and a per-row log-sum-exp, not fp32 log-probabilities, and its gradient is in
-    the activation dtype. The stack sets it (``Stack.fused_cross_entropy``)."""
+    the activation dtype. The stack sets it (``Stack.loss_kernel`` "fused")."""
     moe: MoESpec | None = None
     head: Literal["lm", "mlm", "classifier", "none"] = "lm"
     """lm: final norm + LM head + loss; mlm: BERT's transform + tied decoder + loss; classifier:

@@ -255,6 +255,12 @@ def _prefetched_exposed_s(gather_s: float, compute_s: float, layers: int, prefet
     return gather_s + (layers - 1) * max(0.0, gather_s - compute_s)
 
 
+def reduced_grad_bytes(stack, reg: Regime) -> float:
+    """Bytes per gradient element on the wire of the data-parallel reduction: 4 when the stack reduces
+    in fp32 in a mixed-precision regime (``Stack.grad_reduce_fp32``), else the regime's gradient."""
+    return 4.0 if stack.grad_reduce_fp32 and reg.master_bytes else float(reg.grad_bytes)
+
+
 def step_comm(pm, cfg, lay, reg: Regime, comm, fw_task_s: float, bw_task_s: float, gather_s: float = 0.0) -> tuple:
     """Data-parallel sync of one step for this stage's ranks. ``bw_task_s``: the rank's last
     backward task (one chunk of the last micro-batch, everything in it), all that can hide the
@@ -264,8 +270,9 @@ def step_comm(pm, cfg, lay, reg: Regime, comm, fw_task_s: float, bw_task_s: floa
     group = lay.dp * lay.cp
     if group == 1 or pm.trainable_count == 0:
         return ()
-    slow = stack_of(cfg).comm_compute_slowdown
-    grad_bytes = pm.trainable_count * reg.grad_bytes
+    stack = stack_of(cfg)
+    slow = stack.comm_compute_slowdown
+    grad_bytes = pm.trainable_count * reduced_grad_bytes(stack, reg)
     hide = max(0.0, bw_task_s - gather_s)
     out = []
     kind = "allreduce" if cfg.zero_stage == 0 else "reducescatter"

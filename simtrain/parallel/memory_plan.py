@@ -7,6 +7,7 @@ allowance."""
 from __future__ import annotations
 
 from simtrain.cost.memory import (
+    LOSS_FP32_GRADIENTS,
     activation_bytes_per_microbatch,
     checkpoint_bytes,
     fp32_logits_grad_bytes,
@@ -34,8 +35,9 @@ def _activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]
     # two moments of the backward, not one: at its start the loss's fp32 logits gradient lives beside the
     # saved log-probabilities (counted with the activations); the largest op's gradients come later, once
     # the log-probabilities and the logits' gradients are freed (cast back, consumed by the head)
+    loss_grads = LOSS_FP32_GRADIENTS[stack_of(cfg).loss_kernel]
     working = max(largest_gradient_bytes(ops, micro, reg, lay.tp, sp, lay.ep),
-                  fp32_logits_grad_bytes(ops, micro, reg, lay.tp, counts))
+                  loss_grads * fp32_logits_grad_bytes(ops, micro, reg, lay.tp, counts))
     if recompute == "selective-op":
         return _op_sac_activations(stage, model, lay, reg, sp, working)
     if recompute != "full":
@@ -85,11 +87,11 @@ def stage_memories(model, cluster, cfg, program) -> list[MemoryReport]:
     """Memory of every stage; stages with the same ops share the per-micro-batch work."""
     idx, lay = model_index(model), program.layout
     # pure in these inputs, so kept with the model across estimates (a sweep revisits them); the
-    # stack's memory knobs (reserve, workspace, fsdp prefetch) and the ZeRO degree dp · cp act in
+    # stack's loss kernel is among them; its other memory knobs (reserve, workspace, fsdp prefetch) and the ZeRO degree dp · cp act in
     # stage_memory / the program's param memory, outside this memo, so they need no place in its key
     setting = (lay.micro_batch, lay.cp, lay.tp, lay.ep, cfg.sequence_parallel, str(cfg.recompute),
                None if cfg.recompute_modules is None else tuple(cfg.recompute_modules), cfg.recompute_num_layers,
-               cfg.recompute_every_k_blocks, program.regime.precision)
+               cfg.recompute_every_k_blocks, program.regime.precision, stack_of(cfg).loss_kernel)
     memo = idx.memo.setdefault(("activations", setting), {})
     out = []
     for st in program.stages:

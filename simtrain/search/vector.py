@@ -117,16 +117,16 @@ def _setting(model, cluster, fields: dict, tables: dict):
     mods = None if cfg.recompute_modules is None else tuple(cfg.recompute_modules)
     # which settings each piece reads (parallel/program.py _setting_key, split by piece)
     sig_c = (variant, str(cfg.precision), cfg.moe_load_imbalance, stack, str(cfg.recompute), mods)
-    # the data-parallel side reads of the stack only the fp32 gradient buffer, fp8 gathers, prefetch depth
-    # and the wrapper's gradient copies;
+    # the data-parallel side reads of the stack only the fp32 gradient buffer, fp8 gathers, prefetch depth,
+    # the wrapper's gradient copies and the reduction's dtype;
     # dp_overlap changes how its collectives hide (vector_rules), not their seconds
     # (the optimizer step reads the implementation and whether fused_optimizer was set: program._setting_key)
     sig_d = (variant, str(cfg.precision), cfg.zero_stage, str(cfg.optimizer), cfg.fused_optimizer,
              getattr(cfg, "optimizer_impl", None), "fused_optimizer" in cfg.model_fields_set, cfg.grad_clipping,
              cfg.zero_grad_to_none,
              cfg.dp_bucket_bytes, stack.grad_fp32_buffer, stack.fp8_allgather, stack.fsdp_prefetch_layers,
-             stack.dp_grad_copy_passes)
-    sig_a = (variant, str(cfg.precision), str(cfg.recompute), mods)
+             stack.dp_grad_copy_passes, stack.grad_reduce_fp32)
+    sig_a = (variant, str(cfg.precision), str(cfg.recompute), mods, stack.loss_kernel)
     # the stage's own collectives read the recompute policy only for full recomputation and the stack
     # only for TP overlap (comm_tasks._tp_tasks); ring attention (cp > 1) hides behind op costs: sig_c
     sig_l = (variant, str(cfg.precision), str(cfg.recompute) == "full", stack.tp_comm_overlap,

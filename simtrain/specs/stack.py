@@ -74,13 +74,21 @@ class Stack(Spec):
     Inductor under ``torch.compile``), not eager PyTorch's silu and multiply, which also keep silu(gate):
     a Llama layer keeps ~31.75 instead of ~38.25 bytes per token per hidden unit. Other activations:
     no effect."""
-    fused_cross_entropy: bool = False
-    """The LM loss runs as one fused kernel on the logits in their own dtype and keeps them with one
-    fp32 log-sum-exp per token (flash-attn's ``CrossEntropyLoss``, llm-foundry's default
-    ``loss_fn: fused_crossentropy``), instead of upcasting: no fp32 log-probabilities (4 B per logit)
-    kept for the backward and no fp32 gradient of the logits. A GPT-2-vocabulary model at 64k tokens
-    per micro-batch saves ~12 GiB. False: PyTorch ``F.cross_entropy`` under autocast, Megatron's
-    ``logits.float()``."""
+    loss_kernel: Literal["upcast", "eager", "in-place", "fused"] = "upcast"
+    """How the LM loss runs, which sets what it keeps for the backward and what its backward holds at
+    once (n = tokens · vocabulary logits on the rank, cost/memory.py ``LOSS_FP32_GRADIENTS``):
+
+    * ``upcast`` — the logits upcast to fp32, fp32 log-probabilities kept (4n B) and one fp32 gradient
+      of the logits in the backward (4n B): simtrain's generic model.
+    * ``eager`` — PyTorch eager ``F.cross_entropy(logits.float())`` (torchtitan's ``loss_fn``,
+      uncompiled): ``log_softmax`` and ``nll_loss`` are separate autograd nodes, so the backward holds
+      the dense fp32 ``nll_loss`` gradient and the ``log_softmax`` input gradient beside the kept
+      log-probabilities: two fp32 gradients (8n B).
+    * ``in-place`` — Megatron's ``vocab_parallel_cross_entropy``: the fp32 softmax is kept and turned
+      into the gradient in place (``grad_input = softmax``; ``mul_``): no further fp32 tensor.
+    * ``fused`` — one kernel on the logits in their own dtype (flash-attn ``CrossEntropyLoss``,
+      llm-foundry's default ``loss_fn: fused_crossentropy``): it keeps the logits and an fp32
+      log-sum-exp per token, and writes the gradient in the activation dtype: no fp32 per logit."""
     elementwise_bytes_fraction: Annotated[float, Field(gt=0, le=1)] = 1.0
     """Bytes moved by elementwise and norm ops relative to running each op as its own kernel
     (eager: 1). A fused chain of k ops reads its input and writes its output once: ≈ 1/k of the
@@ -160,6 +168,15 @@ class Stack(Spec):
     ``MixedPrecision``, FSDP2 ``MixedPrecisionPolicy``: "the sharded parameters stay in full
     precision"). False: 16-bit gradients, plus an fp32 accumulation buffer when micro-batches
     accumulate (cost/memory.py ``param_memory``; DeepSpeed ZeRO keeps its gradient partitions in 16 bit)."""
+    grad_reduce_fp32: bool = False
+    """In a mixed-precision regime the data-parallel gradient reduction (all-reduce or reduce-scatter)
+    runs in fp32, 4 bytes per element on the wire instead of the 16-bit gradient's 2: Megatron-LM /
+    Megatron-Core with bf16 (``accumulate_allreduce_grads_in_fp32`` is forced on for bf16 unless
+    ``--grad-reduce-in-bf16``: training/arguments.py), torchtitan (``mixed_precision_reduce =
+    "float32"``, its default), Composer FSDP mixed precision ``DEFAULT`` (``reduce_dtype`` fp32), and
+    Meta's Llama 3 ("reduce-scatter gradients in FP32 across data parallel workers in FSDP", §3.3.2).
+    False: reduced in the gradient's own dtype (DeepSpeed's ``communication_data_type`` default,
+    Megatron-LM in fp16)."""
     dp_grad_copy_passes: Annotated[float, Field(ge=0, le=16)] = 0.0
     """Gradient-sized reads and writes the data-parallel wrapper adds per step beside its collective,
     when the gradients are reduced over more than one rank (one pass = reading or writing every

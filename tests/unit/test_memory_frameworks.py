@@ -93,11 +93,34 @@ def test_fused_cross_entropy_keeps_the_logits_not_fp32_log_probs():
     cluster = st.Cluster.single(st.load_device("h100-sxm5-80gb"))
     base = load_stack("reference").with_overrides(name="t", workspace_bytes=1.0)
     up = estimate(model, cluster, _cfg(stack=base)).memory
-    fused = estimate(model, cluster, _cfg(stack=base.with_overrides(fused_cross_entropy=True))).memory
+    fused = estimate(model, cluster, _cfg(stack=base.with_overrides(loss_kernel="fused"))).memory
     assert up.activations_bytes - fused.activations_bytes == 2 * ((1024 + 64) - (512 + 32 + 64))
     assert fp32_logits_grad_bytes(model.ops, 2, regime("bf16"), 1) == 2 * 4 * S * V
     assert fp32_logits_grad_bytes(prepare_model(model, _cfg(stack="llm-foundry")).ops, 2, regime("bf16"), 1) == 0
-    assert load_stack("llm-foundry").fused_cross_entropy and not load_stack("fsdp2").fused_cross_entropy
+    assert load_stack("llm-foundry").loss_kernel == "fused" and load_stack("fsdp2").loss_kernel == "eager"
+
+
+def _loss_working(kernel: str, micro: int = 2) -> float:
+    """The loss stage's backward working set with only the loss's gradients large: a 1-layer model
+    whose vocabulary (4,096) dwarfs its hidden size (16)."""
+    from simtrain.graph.model import build_model
+    from simtrain.graph.spec import ModelSpec
+    t = {"layers": 1, "hidden": H, "heads": 4, "vocab": 4096, "ffn_hidden": F, "activation": "swiglu",
+         "norm": "rmsnorm", "position": "rotary", "biases": False, "flash_attention": True}
+    model = build_model(ModelSpec.model_validate({"name": "wide-vocab", "family": "transformer", "seq_len": S,
+                                                  "transformer": t}))
+    stack = load_stack("reference").with_overrides(name="t", workspace_bytes=1.0, loss_kernel=kernel)
+    return estimate(model, st.Cluster.single(st.load_device("h100-sxm5-80gb")), _cfg(stack=stack)).memory.buffers_bytes
+
+
+def test_the_loss_backward_holds_as_many_fp32_gradients_as_its_kernel():
+    """n = micro 2 · s 8 · V 4,096 = 65,536 logits. Upcast: one fp32 gradient 4n = 262,144 B; eager
+    PyTorch (nll_loss and log_softmax gradients at once): 8n; Megatron in place: none, the working set
+    is the largest op's bf16 gradients — the LM head's logits gradient 2n plus its input's."""
+    n = 2 * S * 4096
+    upcast, eager, in_place = (_loss_working(k) for k in ("upcast", "eager", "in-place"))
+    assert upcast == 4 * n and eager == 8 * n
+    assert in_place == 2 * n + 2 * 2 * S * H          # logits gradient + hidden gradient, bf16
 
 
 # --- FSDP: fp32 sharded gradients --------------------------------------------------------------------
