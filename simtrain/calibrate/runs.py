@@ -23,8 +23,10 @@ record with its predicted reserved memory against the usable capacity (``Calibra
 Every record's fit keeps its predicted peak reserved bytes and, when the run gave
 ``peak_memory_bytes``, the memory residual predicted / measured − 1 (``RecordFit.memory_error``).
 A record whose layout cannot be built (no finite step time: e.g. a tp that does not divide the
-heads) is still a :class:`SpecError` naming the record and the reasons. The factors scale rates,
-never memory, so the fit cannot change which records fit.
+heads) is still a :class:`SpecError` naming the record and the reasons. The time factors scale rates,
+never memory. Records that give a peak also fit one bounded memory term, the scale on the memory
+model's transient tensors (:mod:`simtrain.calibrate.memory_fit`, ``Calibration.memory_scale``;
+``cal.config(cfg)`` applies it), and their memory residuals are reported with it.
 
 Any cluster size: records may come from one device or many nodes, and ``cal.apply`` takes any node
 count: the factors scale the device's efficiency profile (communication: every link tier alike).
@@ -32,6 +34,7 @@ count: the factors scale the device's efficiency profile (communication: every l
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +44,7 @@ import numpy as np
 from pydantic import Field
 
 from simtrain.calibrate.factors import BOUNDS, FACTORS, check_factors, scaled_cluster
+from simtrain.calibrate.memory_fit import fit_memory_scale, with_memory_scale
 from simtrain.errors import SpecError
 from simtrain.specs.base import Spec
 
@@ -192,6 +196,10 @@ class Calibration(Spec):
     """The traced run's mean step wall time (None without step markers)."""
     warnings: tuple[str, ...] = ()
     """One line per record that ran although predicted not to fit in memory (its time fitted anyway)."""
+    memory_scale: Annotated[float, Field(gt=0)] | None = None
+    """Fitted ``Stack.transient_memory_scale`` from the records' measured peaks (None: no record gave one)."""
+    memory_scale_uncertainty: Annotated[float, Field(ge=0, allow_inf_nan=True)] | None = None
+    """Its relative standard error (inf when it sits at a bound of ``MEMORY_SCALE_BOUNDS``)."""
 
     def model_post_init(self, _context) -> None:
         check_factors(self.factors)
@@ -199,6 +207,13 @@ class Calibration(Spec):
     def apply(self, cluster):
         """``cluster`` with the fitted factors applied to its device's efficiency profile."""
         return scaled_cluster(cluster, self.factors, f"calibration ({self.source})")
+
+    def config(self, cfg, device=None):
+        """``cfg`` with the fitted memory term on its stack (unchanged when no peak was fitted); ``device``
+        picks the stack a config naming none runs (the GPU default)."""
+        if self.memory_scale is None:
+            return cfg
+        return with_memory_scale(cfg, device, self.memory_scale)
 
     def to_yaml(self, path: str | Path) -> Path:
         import yaml
@@ -212,6 +227,10 @@ class Calibration(Spec):
         lines = [f"calibration of stack {self.stack or '(none named)'} on {self.device or '?'}: {what}"]
         for name, value in self.factors.items():
             lines.append(f"  {name:<18} {value:.3f} ± {100 * self.uncertainty.get(name, float('nan')):.1f} %")
+        if self.memory_scale is not None:
+            unc = self.memory_scale_uncertainty if self.memory_scale_uncertainty is not None else float("nan")
+            lines.append(f"  {'memory (transient)':<18} {self.memory_scale:.3f} ± {100 * unc:.1f} %  "
+                         "(Calibration.config applies it)")
         for r in self.records:
             loo = "" if r.loo_error is None else f"   left out {100 * r.loo_error:+.1f} %"
             lines.append(f"  {r.name:<40} measured {r.measured_s:.4g} s  fitted {100 * r.error:+.1f} %{loo}")
@@ -362,7 +381,9 @@ def calibrate_runs(records, factors: list[str] | None = None) -> Calibration:
         theta, residuals, jac = _fit(records, names)
     fitted = dict(zip(names, (float(v) for v in np.exp(theta)), strict=True))
     loo = _leave_one_out(records, names) if len(records) >= 2 else [None] * len(records)
-    pairs = [_record_fit(rec, fitted, p) for rec, p in zip(records, loo, strict=True)]
+    memory = fit_memory_scale(records)
+    scale = None if memory is None else memory[0]
+    pairs = [_record_fit(rec, fitted, p, scale) for rec, p in zip(records, loo, strict=True)]
     fits = [fit for fit, _ in pairs]
     loo_errors = [abs(f.loo_error) for f in fits if f.loo_error is not None]
     stacks = {_stack_name(r.config) for r in records}
@@ -371,7 +392,8 @@ def calibrate_runs(records, factors: list[str] | None = None) -> Calibration:
                        loo_error=(sum(loo_errors) / len(loo_errors)) if loo_errors else None,
                        records=fits, stack=", ".join(sorted(stacks)), device=", ".join(sorted(devices)),
                        source=f"st.calibrate_runs on {len(records)} run(s)",
-                       warnings=tuple(note for _, note in pairs if note is not None))
+                       warnings=tuple(note for _, note in pairs if note is not None),
+                       memory_scale=scale, memory_scale_uncertainty=None if memory is None else memory[1])
 
 
 def _stack_name(cfg) -> str:
@@ -390,17 +412,26 @@ def _leave_one_out(records, names) -> list[float | None]:
     return out
 
 
-def _record_fit(rec: RunRecord, factors: dict[str, float], loo_s: float | None) -> tuple[RecordFit, str | None]:
-    """The record's fit, and the warning when it ran although predicted not to fit in memory."""
+def _record_fit(rec: RunRecord, factors: dict[str, float], loo_s: float | None,
+                memory_scale: float | None = None) -> tuple[RecordFit, str | None]:
+    """The record's fit (its memory with the fitted memory term, when there is one), and the warning
+    when it ran although the shipped memory model predicts it not to fit."""
     r = _predict(rec, factors)
-    mem = cap = None
-    alloc = None
+    fit = _fit_of(rec, r, loo_s)
+    warning = _overflow_warning(fit, r.reasons) if _memory_only(r) else None
+    if memory_scale is not None:  # time does not depend on the memory term: only the memory numbers move
+        scaled = dataclasses.replace(rec, config=with_memory_scale(rec.config, rec.cluster.device, memory_scale))
+        fit = _fit_of(rec, _predict(scaled, factors), loo_s)
+    return fit, warning
+
+
+def _fit_of(rec: RunRecord, r, loo_s: float | None) -> RecordFit:
+    mem = alloc = cap = None
     if r.memory is not None:
         mem, alloc, cap = r.memory.reserved_bytes, r.memory.total_bytes, r.memory.capacity_bytes
-    fit = RecordFit(name=rec.label, measured_s=rec.step_time_s, predicted_s=r.step_time_s, loo_predicted_s=loo_s,
-                    measured_memory_bytes=rec.peak_memory_bytes, predicted_memory_bytes=mem,
-                    predicted_allocated_bytes=alloc, memory_capacity_bytes=cap, memory_kind=rec.peak_memory_kind)
-    return fit, (_overflow_warning(fit, r.reasons) if _memory_only(r) else None)
+    return RecordFit(name=rec.label, measured_s=rec.step_time_s, predicted_s=r.step_time_s, loo_predicted_s=loo_s,
+                     measured_memory_bytes=rec.peak_memory_bytes, predicted_memory_bytes=mem,
+                     predicted_allocated_bytes=alloc, memory_capacity_bytes=cap, memory_kind=rec.peak_memory_kind)
 
 
 def _overflow_warning(fit: RecordFit, reasons) -> str:

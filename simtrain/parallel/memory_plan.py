@@ -27,7 +27,14 @@ __all__ = ["stage_memory", "stage_memories"]
 
 
 def _activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]:
-    """(saved bytes per micro-batch, transient backward working bytes) of the stage's ranks."""
+    """(saved bytes per micro-batch, transient backward working bytes) of the stage's ranks, times the
+    stack's ``transient_memory_scale`` (a calibrated correction; 1 by default)."""
+    scale = stack_of(cfg).transient_memory_scale
+    per_mb, working = _unscaled_activations_and_working(stage, model, cfg, lay, reg)
+    return per_mb * scale, working * scale
+
+
+def _unscaled_activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]:
     idx = model_index(model)
     micro, sp, recompute = lay.micro_batch / lay.cp, cfg.sequence_parallel, str(cfg.recompute)
     items = idx.items(stage.blocks)
@@ -91,7 +98,8 @@ def stage_memories(model, cluster, cfg, program) -> list[MemoryReport]:
     # stage_memory / the program's param memory, outside this memo, so they need no place in its key
     setting = (lay.micro_batch, lay.cp, lay.tp, lay.ep, cfg.sequence_parallel, str(cfg.recompute),
                None if cfg.recompute_modules is None else tuple(cfg.recompute_modules), cfg.recompute_num_layers,
-               cfg.recompute_every_k_blocks, program.regime.precision, stack_of(cfg).loss_kernel)
+               cfg.recompute_every_k_blocks, program.regime.precision, stack_of(cfg).loss_kernel,
+               stack_of(cfg).transient_memory_scale)
     memo = idx.memo.setdefault(("activations", setting), {})
     out = []
     for st in program.stages:

@@ -126,7 +126,7 @@ def _setting(model, cluster, fields: dict, tables: dict):
              cfg.zero_grad_to_none,
              cfg.dp_bucket_bytes, stack.grad_fp32_buffer, stack.fp8_allgather, stack.fsdp_prefetch_layers,
              stack.dp_grad_copy_passes, stack.grad_reduce_fp32)
-    sig_a = (variant, str(cfg.precision), str(cfg.recompute), mods, stack.loss_kernel)
+    sig_a = (variant, str(cfg.precision), str(cfg.recompute), mods, stack.loss_kernel, stack.transient_memory_scale)
     # the stage's own collectives read the recompute policy only for full recomputation and the stack
     # only for TP overlap (comm_tasks._tp_tasks); ring attention (cp > 1) hides behind op costs: sig_c
     sig_l = (variant, str(cfg.precision), str(cfg.recompute) == "full", stack.tp_comm_overlap,

@@ -26,7 +26,7 @@ from pydantic import ConfigDict, Field
 
 from simtrain.specs.base import Seconds, Spec
 
-__all__ = ["Stack", "AttentionKernelName", "load_stack", "stack_names", "stack_of", "resolve_stack", "DEFAULT_STACK",
+__all__ = ["Stack", "AttentionKernelName", "load_stack", "stack_names", "stack_of", "named_stack", "resolve_stack", "DEFAULT_STACK",
            "DEFAULT_GPU_STACK",
            "cpu_comm_compute_slowdown", "COLLECTIVE_THREADS_PER_RANK"]
 
@@ -185,6 +185,11 @@ class Stack(Spec):
     all-reduce (read + write); with ``gradient_as_bucket_view=True`` only the in-place scaling is
     left: 2. Charged at the step's cold-memory rate with the optimizer step (compute-thread work no
     collective hides). 0 = not modelled."""
+    transient_memory_scale: Annotated[float, Field(gt=0, le=4)] = 1.0
+    """Scale on the memory model's transient tensors (the activations kept for the backward and the
+    backward's working set): 1 = as modelled. ``st.calibrate_runs`` fits it from measured peaks
+    (``RunRecord.peak_memory_bytes``) within ``calibrate.memory_fit.MEMORY_SCALE_BOUNDS``;
+    ``Calibration.config(cfg)`` applies it."""
     allocator_reserve_fraction: Annotated[float, Field(ge=0, le=1)] = 0.0
     """Caching-allocator reserve over the allocated peak (fragmentation, block rounding):
     reserved = allocated · (1 + this) + workspace_bytes."""
@@ -236,15 +241,21 @@ def stack_of(cfg) -> Stack:
 _CONFIG_DEFAULTS = ("zero_stage", "dp_overlap", "fused_optimizer")
 
 
+def named_stack(cfg, device=None) -> Stack:
+    """The stack a TrainConfig runs on ``device`` before resolution: its own, or on a GPU with none named
+    the fitted default (``DEFAULT_GPU_STACK``)."""
+    if cfg.stack is None and device is not None and str(getattr(device.kind, "value", device.kind)) == "gpu":
+        return load_stack(DEFAULT_GPU_STACK)
+    return stack_of(cfg)
+
+
 def resolve_stack(cfg, device=None):
     """``cfg`` with its stack loaded and the stack's defaults filled into the TrainConfig fields the
     user did not set (an explicit field always wins). With ``device``, the stack's interference is
     resolved for it: the SM share its collectives hold (``comm_sms``) is folded into
     ``comm_compute_slowdown`` (cost/realisation.py), so the layers below read one number. Resolved
     once at the entry of estimate / simulate; idempotent."""
-    stack = stack_of(cfg)
-    if cfg.stack is None and device is not None and str(getattr(device.kind, "value", device.kind)) == "gpu":
-        stack = load_stack(DEFAULT_GPU_STACK)
+    stack = named_stack(cfg, device)
     if device is not None and stack.comm_sms:
         from simtrain.cost.realisation import interference_slowdown
         stack = stack.model_copy(update={"comm_compute_slowdown": interference_slowdown(stack, device),
