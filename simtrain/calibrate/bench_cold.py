@@ -49,7 +49,7 @@ read the filler alone left the cold calls' data wherever the machine's neighbour
 passes of one calibration here put the cold rate at 34–103 GB/s, five of the next at 79–150 GB/s
 (above any main-memory stream of this VM: the data had stayed in L2 / L3), and the predicted
 MobileNet step moved 10.3 → 8.4 ms while the measured one stayed at 11.7–12.0 ms
-(validation/results/amd-epyc-2c-run31 / run32). Five interleaved benches each way, the same
+(validation/results/runs.md, runs 31 / 32). Five interleaved benches each way, the same
 minutes: with the read, call overhead 7.7–8.9 µs, optimizer 222–274 µs; the filler alone 5.3–7.0
 and 168–201 µs.
 """

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from simtrain.calibrate import counts
+import simtrain.calibrate.counts as counts
 from simtrain.calibrate.grids import Grid
 from simtrain.calibrate.records import Row
 from simtrain.calibrate.timing import TimingPlan, time_call, time_pair

@@ -7,13 +7,13 @@ other work against the same op back to back, bench_cold.py). A difference of two
 sides' noise: where it is a fifth of either side, 5 % on one side is 25 % on the rate. Two
 back-to-back calibrations of this project's shared VM, 10 passes each, put the layout rate at 13.7
 and 18.8 GB/s and the cold streaming rate at 26 and 35 GB/s while their benchmarks' medians moved
-0–3 % (validation/results/repeatability-passes10-run4.md).
+0–3 % (validation/results/runs.md, repeatability-passes10-run4).
 
 :func:`paired_fit` fits each mechanism pass by pass where the rows keep each pass's median, so the
 two sides of a pair share that pass's machine, and keeps the median over the passes. On twenty
 fresh passes this took two consecutive 10-pass calibrations' layout rates from 17.1 and 20.1 GB/s
 (each side's median over the passes apart) to 18.0 and 18.7
-(validation/results/repeatability-drift2-2x10.md).
+(validation/results/runs.md, repeatability-drift2-2x10).
 
 :func:`paired_ranges` re-runs each mechanism's own fit with the two sides of every pair moved to the
 ends of their 95 % intervals (``Row.ci_low_s`` / ``ci_high_s``): the minuend low and the subtrahend

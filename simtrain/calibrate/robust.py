@@ -25,27 +25,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
+from simtrain.calibrate.timing import median_ci
 
 __all__ = ["merge_passes", "pass_centre", "TRIM_FRACTION", "merged_measurements", "median_ci", "median_order_interval", "CpuTicks", "read_cpu_ticks", "parse_cpu_ticks", "Snapshot", "snapshot", "Thresholds",
            "Contention", "assess", "contention_between", "row_spread", "measurements_contention",
            "benchmark_key"]
-
-
-def median_ci(samples: Sequence[float], confidence: float = 0.95, resamples: int = 2000,
-              seed: int = 0) -> tuple[float, float, float]:
-    """(median, low, high): the sample median and its percentile-bootstrap interval."""
-    x = np.asarray(samples, dtype=float)
-    if x.size == 0:
-        raise ValueError("median_ci needs at least one sample")
-    med = float(np.median(x))
-    if x.size == 1:
-        return med, med, med
-    rng = np.random.default_rng(seed)
-    meds = np.median(x[rng.integers(0, x.size, size=(resamples, x.size))], axis=1)
-    tail = 100.0 * (1.0 - confidence) / 2.0
-    lo, hi = (float(v) for v in np.percentile(meds, [tail, 100.0 - tail]))
-    return med, min(lo, med), max(hi, med)
 
 
 @dataclass(frozen=True)

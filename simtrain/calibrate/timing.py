@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Timing", "TimingPlan", "time_call", "time_pair", "timing_of", "synchronize"]
+__all__ = ["Timing", "TimingPlan", "time_call", "time_pair", "timing_of", "synchronize", "median_ci"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Timing:
     repeats: int
     inner: int
     ci_low_s: float | None = None
-    """95 % percentile-bootstrap interval of the median (:func:`simtrain.calibrate.robust.median_ci`)."""
+    """95 % percentile-bootstrap interval of the median (:func:`median_ci`)."""
     ci_high_s: float | None = None
 
 
@@ -43,6 +43,23 @@ class TimingPlan:
     min_sample_s: float = 2e-3
     max_total_s: float = 0.5
     max_inner: int = 10_000
+
+
+def median_ci(samples: Sequence[float], confidence: float = 0.95, resamples: int = 2000,
+              seed: int = 0) -> tuple[float, float, float]:
+    """(median, low, high): the sample median and its percentile-bootstrap interval."""
+    x = np.asarray(samples, dtype=float)
+    if x.size == 0:
+        raise ValueError("median_ci needs at least one sample")
+    med = float(np.median(x))
+    if x.size == 1:
+        return med, med, med
+    rng = np.random.default_rng(seed)
+    meds = np.median(x[rng.integers(0, x.size, size=(resamples, x.size))], axis=1)
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    lo, hi = (float(v) for v in np.percentile(meds, [tail, 100.0 - tail]))
+    return med, min(lo, med), max(hi, med)
+
 
 
 def synchronize(device: str) -> None:
@@ -114,7 +131,6 @@ def time_pair(fn_a: Callable[[], object], fn_b: Callable[[], object], plan: Timi
 
 def timing_of(times: list[float], inner: int = 1) -> Timing:
     """Median, p10 / p90 and the median's 95 % bootstrap interval of per-call sample times."""
-    from simtrain.calibrate.robust import median_ci
     arr = np.asarray(times)
     p10, med, p90 = (float(v) for v in np.percentile(arr, [10, 50, 90]))
     _, lo, hi = median_ci(arr)

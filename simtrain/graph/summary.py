@@ -18,16 +18,12 @@ The model-level helpers make the accounting choices explicit:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pandas as pd
 
 from simtrain.glossary import OpClass
 from simtrain.graph.op import Op, PhaseCounts
 from simtrain.graph.rules.attention import attention_flops
-
-if TYPE_CHECKING:
-    from simtrain.graph.model import Model
+from simtrain.graph.view import ModelView
 
 __all__ = ["summary_frame", "model_flops", "active_param_count", "saved_bytes", "palm_flops_per_token",
            "MATRIX_CLASSES", "SUMMARY_ACT_BYTES"]
@@ -37,7 +33,7 @@ SUMMARY_ACT_BYTES = 2
 """The summary's activation bytes are at 16 bits (bf16 / fp16 activations)."""
 
 
-def model_flops(model: Model, *, attention: str = "full", matmul_only: bool = False) -> PhaseCounts:
+def model_flops(model: ModelView, *, attention: str = "full", matmul_only: bool = False) -> PhaseCounts:
     """FLOPs per sample by phase (one FMA = 2) under the chosen attention convention."""
     total = PhaseCounts()
     for op in model.ops:
@@ -47,7 +43,7 @@ def model_flops(model: Model, *, attention: str = "full", matmul_only: bool = Fa
     return total
 
 
-def active_param_count(model: Model) -> int:
+def active_param_count(model: ModelView) -> int:
     """Parameters used per token: an MoE expert op contributes top_k / experts of its parameters."""
     active = 0.0
     for op in model.ops:
@@ -58,7 +54,7 @@ def active_param_count(model: Model) -> int:
     return round(active)
 
 
-def saved_bytes(model: Model, act_bytes: float = SUMMARY_ACT_BYTES, *, norm_stats: bool = True) -> float:
+def saved_bytes(model: ModelView, act_bytes: float = SUMMARY_ACT_BYTES, *, norm_stats: bool = True) -> float:
     """Bytes saved for backward per sample; ``norm_stats=False`` drops the fp32 mean/rstd of norms."""
     total = 0.0
     for op in model.ops:
@@ -68,7 +64,7 @@ def saved_bytes(model: Model, act_bytes: float = SUMMARY_ACT_BYTES, *, norm_stat
     return total
 
 
-def palm_flops_per_token(model: Model) -> float | None:
+def palm_flops_per_token(model: ModelView) -> float | None:
     """Training FLOPs per token by PaLM's closed form (Chowdhery et al. 2022, App. B):
     6·N + 12·L·H·Q·T, N the parameters used per token (:func:`active_param_count`), L layers, H heads,
     Q head dim, T tokens per sample. None for models without attention layers."""
@@ -102,7 +98,7 @@ _NUMERIC = ("params", "fw_flops", "agrad_flops", "wgrad_flops", "model_flops", "
             "saved_bytes")
 
 
-def summary_frame(model: Model) -> pd.DataFrame:
+def summary_frame(model: ModelView) -> pd.DataFrame:
     """Per-op table of ``model`` (per sample, 16-bit activations) with a TOTAL row and, if any, an
     UNMODELLED row. ``df.attrs`` holds the model name, seq_len and the unmodelled list."""
     rows = [_row(op) for op in model.ops]

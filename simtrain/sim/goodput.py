@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import numpy as np
 import simpy
 
-from simtrain.cost.variability import Variability, expected_slowdown, sample_step_factors
+from simtrain.cost.variability import Variability, sample_step_factors
 from simtrain.errors import SpecError
-from simtrain.sim.goodput_report import LOST_KEYS, IntervalScan, RunEvent, RunResult
+from simtrain.sim.goodput_report import LOST_KEYS, IntervalScan, RunEvent, RunPlan, RunResult
 from simtrain.sim.young_daly import daly_interval_s, young_interval_s
 
 __all__ = ["simulate_run", "plan_run", "scan_checkpoint_intervals", "RunPlan", "RunResult", "RunEvent",
@@ -54,38 +53,6 @@ def _seconds(field_name: str, value, *, positive: bool = False, infinite: bool =
 
 
 # --- inputs ------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RunPlan:
-    """Everything a long run needs, resolved to SI numbers (see :func:`plan_run`)."""
-
-    steps: int
-    base_step_s: float
-    devices: int
-    tokens_per_step: float | None
-    job_mtbf_s: float
-    checkpoint_s: float
-    reload_s: float
-    restart_s: float
-    failure_times_s: tuple[float, ...] | None = None
-    variability: Variability | None = None
-    expected_step_s: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        var = self.variability
-        slow = 1.0 if var is None or var.trivial else expected_slowdown(var, self.devices)
-        object.__setattr__(self, "expected_step_s", self.base_step_s * slow)
-
-    @property
-    def recovery_s(self) -> float:
-        return self.restart_s + self.reload_s
-
-    def interval_steps(self, interval_s: float) -> int:
-        """Compute seconds between checkpoints → whole steps (at least 1, at most the run)."""
-        if math.isinf(interval_s):
-            return self.steps
-        return int(min(self.steps, max(1, round(interval_s / self.expected_step_s))))
-
-
 def _step_inputs(step, cluster, devices, tokens_per_step) -> tuple[float, int, float | None]:
     if hasattr(step, "step_time_s"):  # a StepReport: evaluation amortised per step counts too
         if not getattr(step, "feasible", True):

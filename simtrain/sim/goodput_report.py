@@ -1,21 +1,52 @@
-"""What a long-run simulation returns (goodput.py): the result of one run, a scan of checkpoint
-intervals, their closed-form counterparts (young_daly.py) and their text summaries."""
+"""The records of a long-run simulation (goodput.py): what it takes (``RunPlan``) and what it returns —
+the result of one run, a scan of checkpoint intervals, their closed-form counterparts (young_daly.py)
+and their text summaries."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
+from simtrain.cost.variability import Variability, expected_slowdown
 from simtrain.report.format import format_count, format_percent, format_seconds, format_si, render_table
 from simtrain.sim.young_daly import daly_interval_s, daly_wall_s, young_interval_s
 
-if TYPE_CHECKING:
-    from simtrain.sim.goodput import RunPlan
+__all__ = ["RunPlan", "RunEvent", "RunResult", "IntervalScan", "LOST_KEYS"]
 
-__all__ = ["RunEvent", "RunResult", "IntervalScan", "LOST_KEYS"]
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a long run needs, resolved to SI numbers (see ``goodput.plan_run``)."""
+
+    steps: int
+    base_step_s: float
+    devices: int
+    tokens_per_step: float | None
+    job_mtbf_s: float
+    checkpoint_s: float
+    reload_s: float
+    restart_s: float
+    failure_times_s: tuple[float, ...] | None = None
+    variability: Variability | None = None
+    expected_step_s: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        var = self.variability
+        slow = 1.0 if var is None or var.trivial else expected_slowdown(var, self.devices)
+        object.__setattr__(self, "expected_step_s", self.base_step_s * slow)
+
+    @property
+    def recovery_s(self) -> float:
+        return self.restart_s + self.reload_s
+
+    def interval_steps(self, interval_s: float) -> int:
+        """Compute seconds between checkpoints → whole steps (at least 1, at most the run)."""
+        if math.isinf(interval_s):
+            return self.steps
+        return int(min(self.steps, max(1, round(interval_s / self.expected_step_s))))
+
 
 #: where the wall time that is not useful compute went
 LOST_KEYS = ("checkpoint", "restart", "recompute", "straggler")

@@ -8,7 +8,7 @@ from pathlib import Path
 import simtrain as st
 from simtrain.cost.compute import device_efficiency
 from validation.components import data, derive, model
-from validation.components.plots import DOCS
+from validation.components.plots import DOCS, plot_device
 
 __all__ = ["write_device_doc", "write_index", "number_table"]
 
@@ -113,7 +113,7 @@ def write_index(out_dir: Path = DOCS) -> Path:
              "Each page lists every number of a device's `efficiency:` block with its component source",
              "(components.md row and source key) and mark, and plots the modelled GEMM, fused-attention and",
              "all-reduce curves against the data. Regenerate with `python -m validation.components.derive --write`",
-             "then `python -m validation.components.plots`.", "",
+             "then `python -m validation.components.docs`.", "",
              "| device | matmul ceiling | HBM fraction | link fraction | kernels |", "|---|---|---|---|---|"]
     for name in derive.DEVICES:
         eff = device_efficiency(st.load_device(name))
@@ -122,3 +122,16 @@ def write_index(out_dir: Path = DOCS) -> Path:
     path = out_dir / "README.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def main() -> None:
+    """Plot every shipped device's curves and write its page and the index (docs/devices/)."""
+    for name in derive.DEVICES:
+        for p in plot_device(name):
+            print("wrote", p)
+        print("wrote", write_device_doc(name))
+    print("wrote", write_index())
+
+
+if __name__ == "__main__":
+    main()

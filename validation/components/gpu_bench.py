@@ -1,5 +1,5 @@
 """The CUDA microbenchmarks of ``gpu_check``: torch is imported inside the functions, so importing this
-module needs neither torch's CUDA build nor a GPU. Every function takes a ``gpu_check.Plan`` and returns
+module needs neither torch's CUDA build nor a GPU. Every function takes a ``gpu_plan.Plan`` and returns
 (measurements, skipped), skipped being ``{"component", "reason"}`` records.
 
 Timing: CUDA events around ``inner`` back-to-back calls (sized so a trial lasts ~25 ms), after warm-up;
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from validation.components import model
-from validation.components.gpu_check import (
+from validation.components.gpu_plan import (
     ALLREDUCE_ENV,
     BACKEND_KERNEL,
     HEAD_DIM,

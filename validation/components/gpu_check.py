@@ -37,41 +37,28 @@ import argparse
 import datetime as _dt
 import json
 import re
-import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from validation.components import data, model
+from validation.components.gpu_plan import (
+    ALLREDUCE_SIZES,
+    ATTENTION_SEQS,
+    COMPONENTS,
+    HEAD_DIM,
+    TRANSFORMER_M,
+    TRANSFORMER_NK,
+    Measurement,
+    Plan,
+    spread,
+)
 
 __all__ = ["Measurement", "Row", "Plan", "device_for_gpu", "gpu_slug", "plan", "profile_value", "published",
            "compare", "summarize", "build_report", "render_md", "write_report", "spread", "main"]
 
-COMPONENTS = ("gemm", "attention", "hbm", "allreduce")
-TRANSFORMER_M = (2048, 4096, 8192)
-TRANSFORMER_NK = ((6144, 4096), (4096, 4096), (14336, 4096), (4096, 14336))
-"""Llama-3-8B projections as N × K: QKV (32 query + 2·8 kv heads of 128), output, MLP up/gate, MLP down."""
-ATTENTION_SEQS = (512, 1024, 2048, 4096, 8192, 16384)
-HEAD_DIM = 128
-BACKEND_KERNEL = {"flash": "sdpa", "cudnn": "cudnn"}
-"""SDPA backend → the profile's attention kernel family it runs (PyTorch's flash backend is FA2: ``sdpa``)."""
-STREAM_ELEMENTS = data.BABELSTREAM_ARRAY_BYTES // 8
-ALLREDUCE_SIZES = tuple(data.MIB * 2 ** i for i in range(11))
-ALLREDUCE_ENV = {"ring": {"NCCL_NVLS_ENABLE": "0"}, "nccl": {}}
 EXIT_NO_GPU = 3
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One measured point: ``params`` name the shape (JSON values), ``measured`` is the median."""
-
-    component: str  # gemm-bf16, gemm-fp8, attention-flash, attention-cudnn, hbm, allreduce-ring, allreduce-nccl
-    label: str
-    params: dict
-    measured: float
-    spread: float
-    unit: str
 
 
 @dataclass(frozen=True)
@@ -90,15 +77,6 @@ class Row:
     @property
     def error(self) -> float | None:
         return None if self.profile is None else self.profile / self.measured - 1.0
-
-
-@dataclass(frozen=True)
-class Plan:
-    gemm: tuple[tuple[str, int, int, int], ...]  # (dtype, m, n, k)
-    attention_seqs: tuple[int, ...]
-    allreduce_sizes: tuple[int, ...]
-    trials: int
-    components: tuple[str, ...] = COMPONENTS
 
 
 # ----------------------------------------------------------------------------------------------
@@ -304,12 +282,6 @@ def summary_text(report: dict) -> str:
         lines.append(f"{comp:18}{s['points']:7d} {mape:>8} {_pct(s['mean_error']):>9} {_pct(s['worst_error']):>9}")
     lines += [f"skipped {s['component']}: {s['reason']}" for s in report["skipped"]]
     return "\n".join(lines)
-
-
-def spread(times: list[float]) -> tuple[float, float]:
-    """(median, (max - min) / median) of per-call times."""
-    med = statistics.median(times)
-    return med, (max(times) - min(times)) / med
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Modelled curves of a shipped device profile against its component data (PNG, matplotlib Agg).
 
-    python -m validation.components.plots     # writes docs/devices/*.png, *.md and README.md
+Written with the device pages by ``python -m validation.components.docs`` (docs/devices/*.png, *.md
+and README.md).
 """
 
 from __future__ import annotations
@@ -106,16 +107,3 @@ def plot_device(name: str, out_dir: Path = DOCS) -> list[Path]:
     plot_attention(name, eff, paths[1])
     plot_allreduce(name, eff, paths[2])
     return paths
-
-
-def main() -> None:
-    from validation.components import derive, docs
-    for name in derive.DEVICES:
-        for p in plot_device(name):
-            print("wrote", p)
-        print("wrote", docs.write_device_doc(name))
-    print("wrote", docs.write_index())
-
-
-if __name__ == "__main__":
-    main()

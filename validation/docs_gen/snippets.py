@@ -39,7 +39,7 @@ class Worked:
 def namespace() -> dict:
     """Names a snippet may use: simtrain and the small helpers of :mod:`validation.docs_gen.fixtures`."""
     import simtrain as st
-    from validation.docs_gen import fixtures
+    import validation.docs_gen.fixtures as fixtures
     ns = {"st": st, "math": math}
     for module in fixtures.IMPORTS:
         ns.update({name: getattr(module, name) for name in module.__all__})

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from simtrain.glossary import DType, OpClass
 from simtrain.graph.aten import CLASS_RANK, AtenCost, evaluate
@@ -37,9 +37,7 @@ from simtrain.graph.capture.build import OpCounts, fold_event, fold_saved
 from simtrain.graph.capture.events import AtenEvent, CallRecord, TensorMeta
 from simtrain.graph.capture.phase import BackwardPhases, classify_backward
 from simtrain.graph.op import Gemm, ModelParts, Op, PhaseCounts, UnmodelledOp
-
-if TYPE_CHECKING:
-    from simtrain.graph.model import Model
+from simtrain.graph.view import ModelView
 
 __all__ = ["torch_parts", "graph_parts", "aten_flops", "KIND_OF_CALL"]
 
@@ -91,7 +89,7 @@ def _token_seq_len(example_inputs: Any) -> int | None:
     return int(first.shape[1]) if "int" in dtype and getattr(first, "dim", lambda: 0)() == 2 else None
 
 
-def aten_flops(model: Model, batch: int | None = None) -> dict[tuple[str, str], float]:
+def aten_flops(model: ModelView, batch: int | None = None) -> dict[tuple[str, str], float]:
     """FLOPs by (ATen packet, phase) over the model, for comparison with FlopCounterMode: per
     sample when ``batch`` is None, else the whole step at that batch (per-sample work × batch plus
     the work that does not scale with the batch)."""
