@@ -24,9 +24,11 @@ def register(sub) -> None:
 
 
 def _write(path: str, what: str, writer) -> None:
-    """Write an output file; a path that cannot be written is bad input (exit 2), not a traceback."""
+    """Write an output file (its folder made, as the other verbs' --out do); a path that cannot be
+    written is bad input (exit 2), not a traceback."""
     from simtrain.errors import SpecError
     try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         writer(Path(path))
     except OSError as err:
         raise SpecError.one(path, what, f"cannot write: {err.strerror or err}") from None

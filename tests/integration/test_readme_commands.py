@@ -29,6 +29,21 @@ def test_the_block_is_one_command_per_line():
         assert " | " not in line and "&&" not in line and "#" not in line, line
 
 
+OUTPUT_FLAGS = ("--out", "--trace", "--gantt", "--plot")
+
+
+def test_every_readme_command_writes_under_the_ignored_out_folder():
+    """Running the README's commands in the checkout leaves `git status` clean: each output path is under
+    out/, which .gitignore ignores (the 'Slower jobs' block included)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = [ln.strip() for block in re.findall(r"```bash\n(.*?)```", text, re.S) for ln in block.splitlines()
+             if ln.strip().startswith("simtrain")]
+    outputs = [argv[i + 1] for argv in map(shlex.split, lines) for i, a in enumerate(argv[:-1]) if a in OUTPUT_FLAGS]
+    assert len(outputs) >= 8
+    assert all(o.startswith("out/") for o in outputs), outputs
+    assert "/out/" in (ROOT / ".gitignore").read_text(encoding="utf-8").split()
+
+
 @pytest.mark.parametrize("line", COMMANDS, ids=[c[:60] for c in COMMANDS])
 def test_readme_command_runs(line, tmp_path, monkeypatch, capsys):
     argv = shlex.split(line)[1:]
@@ -38,7 +53,7 @@ def test_readme_command_runs(line, tmp_path, monkeypatch, capsys):
     rc = main(argv)
     out = capsys.readouterr()
     assert rc == 0, f"{line}\n{out.out[-2000:]}\n{out.err[-2000:]}"
-    for flag in ("--out", "--trace", "--gantt", "--plot"):
+    for flag in OUTPUT_FLAGS:
         if flag in argv:
             produced = tmp_path / argv[argv.index(flag) + 1]
             assert produced.exists(), f"{line}: {flag} wrote nothing"
