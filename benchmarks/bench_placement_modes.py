@@ -31,7 +31,7 @@ import time
 import torch
 
 from simtrain.calibrate.modes import split_modes
-from simtrain.calibrate.sentinels import dispatch_call
+from simtrain.calibrate.robust import dispatch_call
 
 
 def _median_s(fn, samples: int, inner: int) -> float:

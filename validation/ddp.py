@@ -336,6 +336,6 @@ def attribution_markdown(cases: list[Case]) -> list[str]:
         if sigma is not None:
             from simtrain.cost.variability import sync_wait_seconds
             lines[-1] += (f" The wait for the slower rank comes from the calibration's lockstep ranks "
-                          f"(calibrate/bench_jitter.py): rank_jitter_sigma {sigma:.3f}, a step waiting "
+                          f"(calibrate/collectives_bench.py): rank_jitter_sigma {sigma:.3f}, a step waiting "
                           f"{100 * sync_wait_seconds(1.0, WORLD, sigma):.1f} % of a rank's forward + backward.")
     return lines

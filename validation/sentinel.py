@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from simtrain.calibrate.sentinels import STREAM_BYTES, dispatch_call  # the calibration's own sentinels
+from simtrain.calibrate.robust import STREAM_BYTES, dispatch_call  # the calibration's own sentinels
 
 __all__ = ["speed_sample", "dispatch_sample", "drift", "wait_for_speed", "wait_for_quiet", "STREAM_BYTES"]
 

@@ -37,7 +37,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import simtrain as st
-from simtrain.calibrate.bench_cold import fit_half_gap
+from simtrain.calibrate.bench_memory import fit_half_gap
 from simtrain.calibrate.fit import load_profile
 from simtrain.calibrate.records import Measurements
 from validation.outdir import COMMITTED_RESULTS, default_out_dir

@@ -17,7 +17,7 @@ factor fitted on A alone can be expected to help B on average; the report shows 
                                         [--ops-out validation/results/trace-ops.md]
 
 ``--ops-out`` also writes, from the first trial's traces, each model's ops furthest from their
-prediction (:func:`simtrain.calibrate.trace_compare.compare_ops`) and its per-class measured and
+prediction (:func:`simtrain.calibrate.trace_fit.compare_ops`) and its per-class measured and
 predicted seconds: where the per-class factors come from, op by op.
 
 Timings on a shared, busy 2-core machine move by ±10–30 % run to run; the report prints the load
@@ -38,8 +38,7 @@ import torch
 
 import simtrain as st
 from simtrain.calibrate.trace import read_profiler_trace
-from simtrain.calibrate.trace_compare import compare_ops, ops_table
-from simtrain.calibrate.trace_fit import calibrate_classes, without_profiler_overhead
+from simtrain.calibrate.trace_fit import calibrate_classes, compare_ops, ops_table, without_profiler_overhead
 from validation.steps import make_optimizer, time_steps, train_config, train_step
 from validation.workloads import unseen_workloads, workloads
 

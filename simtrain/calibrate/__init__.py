@@ -1,5 +1,24 @@
 """Calibration: measure real PyTorch microbenchmarks (measure.py), fit a device's efficiencies (fit.py).
 
+The modules, by public verb:
+
+* ``measure.py`` — ``st.measure``: the benches of this machine → :class:`Measurements`; the neighbour
+  ranks of ``colocated=N``. The benches: ``bench_ops.py`` (timing one callable, the ops' work counts,
+  the grids, the matrix-class benches), ``bench_vector.py`` (vector-class and memory benches),
+  ``bench_memory.py`` (CPU pairs: fresh pages and the last-level cache, conv layout reorders, dropout's
+  draws, an op inside a step), ``collectives_bench.py`` (collectives and the ranks' jitter, each rank a
+  child process). ``records.py``: the rows and their storage; ``machine.py``: the machine's facts and
+  the Device a calibration starts from.
+* ``fit.py`` — ``st.calibrate``: the calibrated Device, its residuals, its link fits, its profile on
+  disk; ``fit_compute.py``: the compute fit; ``predict.py``: the cost layer's time for one row.
+* ``runs.py`` — ``st.RunRecord``, ``st.calibrate_runs``, ``st.Calibration``, ``st.load_run_records``:
+  stack factors and the memory term fitted to measured runs.
+* ``trace.py`` — a profiler trace's seconds per op class; ``trace_fit.py`` — ``st.calibrate_classes``
+  and ``st.compare_ops``.
+* ``step_timer.py`` — ``st.time_steps``: timing your own training loop.
+* The optional layer for noisy machines: ``robust.py`` (confidence intervals, contention, the sentinels
+  between groups) and ``modes.py`` (the machine's modes between passes, the paired benches' ranges).
+
 ``st.calibrate(measurements)`` is the public verb. Importing this package binds the name
 ``simtrain.calibrate`` to the package itself, so the package is made callable and forwards to
 :func:`simtrain.calibrate.fit.calibrate` — both spellings then work.

@@ -12,9 +12,18 @@ from __future__ import annotations
 
 import functools
 
-from simtrain.calibrate import counts
-from simtrain.calibrate.bench_ops import Bench, torch_dtype, vector_dtypes
-from simtrain.calibrate.grids import Grid
+from simtrain.calibrate.bench_ops import (
+    Bench,
+    Grid,
+    copy_counts,
+    elementwise_counts,
+    embedding_counts,
+    norm_counts,
+    optimizer_counts,
+    softmax_counts,
+    torch_dtype,
+    vector_dtypes,
+)
 from simtrain.calibrate.records import Row
 from simtrain.glossary import DTYPE_BYTES, DType, OpClass
 
@@ -42,7 +51,7 @@ def bench_elementwise(b: Bench, grid: Grid) -> list[Row]:
                 else:
                     fn = functools.partial(_unary(op), x)
                 rows.append(b.row(op, OpClass.ELEMENTWISE, dtype, {"numel": numel},
-                                  counts.elementwise_counts(op, numel, e), fn))
+                                  elementwise_counts(op, numel, e), fn))
     return rows
 
 
@@ -50,8 +59,8 @@ def _norm(b: Bench, grid: Grid, kind: str, dtype: DType, params: dict, x, channe
     """Forward and (grid.backward) backward rows of one normalisation; the backward is costed as the
     graph's two parts (activation and weight gradient)."""
     e = DTYPE_BYTES[dtype]
-    bw = counts.norm_counts(kind, x.numel(), channels, e, backward=True) if grid.backward else None
-    return b.fw_bw(kind, OpClass.NORM, dtype, params, counts.norm_counts(kind, x.numel(), channels, e), bw,
+    bw = norm_counts(kind, x.numel(), channels, e, backward=True) if grid.backward else None
+    return b.fw_bw(kind, OpClass.NORM, dtype, params, norm_counts(kind, x.numel(), channels, e), bw,
                    fn, inputs, bw_calls=2)
 
 
@@ -92,7 +101,7 @@ def bench_softmax(b: Bench, grid: Grid) -> list[Row]:
         for rows_n, cols in grid.rows_cols:
             x = b.randn(rows_n, cols, dtype=dtype)
             rows.append(b.row("softmax", OpClass.REDUCTION, dtype, {"rows": rows_n, "cols": cols},
-                              counts.softmax_counts(x.numel(), e), lambda x=x: x.softmax(-1)))
+                              softmax_counts(x.numel(), e), lambda x=x: x.softmax(-1)))
     return rows
 
 
@@ -108,7 +117,7 @@ def bench_embedding(b: Bench, grid: Grid) -> list[Row]:
             table = b.randn(vocab, dim, dtype=dtype)
             idx = torch.randint(0, vocab, (tokens,), generator=gen).to(b.device)
             rows.append(b.row("embedding", OpClass.EMBEDDING, dtype, {"vocab": vocab, "dim": dim, "tokens": tokens},
-                              counts.embedding_counts(tokens, dim, e), lambda t=table, i=idx: F.embedding(i, t)))
+                              embedding_counts(tokens, dim, e), lambda t=table, i=idx: F.embedding(i, t)))
     return rows
 
 
@@ -118,7 +127,7 @@ def bench_copy(b: Bench, grid: Grid) -> list[Row]:
     for numel in grid.copy_numel:
         src, dst = b.randn(numel), b.randn(numel)
         rows.append(b.row("copy", OpClass.MEMORY, DType.FP32, {"numel": numel, "bytes": 4 * numel},
-                          counts.copy_counts(numel, 4), lambda s=src, d=dst: d.copy_(s)))
+                          copy_counts(numel, 4), lambda s=src, d=dst: d.copy_(s)))
     return rows
 
 
@@ -148,7 +157,7 @@ def bench_optimizer(b: Bench, grid: Grid) -> list[Row]:
             p.grad = b.randn(numel)
         for name, kind, impl, make in _optimizers(b.device):
             kind_of_device = "gpu" if b.device == "cuda" else "cpu"
-            flops, nbytes, kernels = counts.optimizer_counts(kind, tensors * numel, tensors, impl, kind_of_device)
+            flops, nbytes, kernels = optimizer_counts(kind, tensors * numel, tensors, impl, kind_of_device)
             rows.append(b.row(name, OpClass.ELEMENTWISE, DType.FP32,
                               {"tensors": tensors, "numel": numel, "optimizer": kind, "impl": impl,
                                "fused": impl == "fused"},

@@ -1,4 +1,10 @@
-"""``st.measure``: real PyTorch microbenchmarks of this machine → :class:`Measurements`.
+"""``st.measure``: real PyTorch microbenchmarks of this machine → :class:`Measurements`; and the neighbour
+ranks of ``st.measure(colocated=N)``.
+
+Measuring
+---------
+
+``st.measure``: real PyTorch microbenchmarks of this machine → :class:`Measurements`.
 
     m = st.measure("cpu", quick=True)          # about a minute on two cores
     m.save("measurements.json"); st.calibrate(m)
@@ -7,6 +13,20 @@ Runs, in order, the matrix benches (GEMM, bmm, conv2d, attention; forward and ba
 and memory benches (elementwise, norms, softmax, embedding, copies, optimizer step, host↔device on
 CUDA) and the collectives (gloo / NCCL in child processes). The compute benches run with a fixed
 ``torch.set_num_threads(threads)`` (restored afterwards) that is recorded in the machine facts.
+
+Neighbours
+----------
+
+Neighbour ranks for ``st.measure(colocated=N)``: ``python -m simtrain.calibrate.measure DEVICE GRID THREADS
+GROUPS`` (:func:`neighbour_main`).
+
+A neighbour runs the same compute benches as the measuring process, pass after pass, its results
+discarded, until the measuring process kills it (:func:`neighbours` starts
+and stops them): the load the other ranks of a multi-process job on
+one host put on the cores, caches and memory the measured rank shares with them. Each is its own
+interpreter started by ``subprocess`` (not ``multiprocessing`` spawn, which re-imports the caller's
+``__main__``: :mod:`simtrain.calibrate.collectives_bench` explains under "Child processes"), so ``st.measure`` still works from a plain
+script and a notebook.
 """
 
 from __future__ import annotations
@@ -20,24 +40,44 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from simtrain.calibrate import sentinels
-from simtrain.calibrate.bench_cold import bench_step_state
-from simtrain.calibrate.bench_jitter import BENCH as JITTER_BENCH
-from simtrain.calibrate.bench_jitter import ROUNDS as JITTER_ROUNDS
-from simtrain.calibrate.bench_jitter import bench_rank_jitter
-from simtrain.calibrate.bench_layout import bench_conv_layout
-from simtrain.calibrate.bench_memory import bench_first_touch, last_level_cache_bytes
-from simtrain.calibrate.bench_ops import MATRIX_BENCHES, Bench, bench_autograd_call
-from simtrain.calibrate.bench_rng import bench_rng
+from simtrain.calibrate.bench_memory import (
+    bench_conv_layout,
+    bench_first_touch,
+    bench_rng,
+    bench_step_state,
+    last_level_cache_bytes,
+)
+from simtrain.calibrate.bench_ops import (
+    GRID_NAMES,
+    MATRIX_BENCHES,
+    Bench,
+    Grid,
+    bench_autograd_call,
+    grid_for,
+)
 from simtrain.calibrate.bench_vector import VECTOR_BENCHES
-from simtrain.calibrate.collectives_bench import _child_env, run_collectives
-from simtrain.calibrate.grids import GRID_NAMES, Grid, grid_for
+from simtrain.calibrate.collectives_bench import BENCH as JITTER_BENCH
+from simtrain.calibrate.collectives_bench import ROUNDS as JITTER_ROUNDS
+from simtrain.calibrate.collectives_bench import _child_env, bench_rank_jitter, run_collectives
 from simtrain.calibrate.machine import machine_facts
 from simtrain.calibrate.records import Measurements, Row, Unsupported
-from simtrain.calibrate.robust import contention_between, measurements_contention, merge_passes, snapshot
+from simtrain.calibrate.robust import (
+    contention_between,
+    measurements_contention,
+    merge_passes,
+    over_limit,
+    quickest,
+    snapshot,
+    take,
+    worst_slowdown,
+)
 from simtrain.errors import SpecError
 
-__all__ = ["measure", "Measurements", "Row", "BENCH_GROUPS", "REMEASURE_ATTEMPTS", "REMEASURE_PAUSE_S"]
+__all__ = ["measure", "Measurements", "Row", "BENCH_GROUPS", "REMEASURE_ATTEMPTS", "REMEASURE_PAUSE_S",
+           "neighbour_main"]
+
+
+# ──── Measuring ─────────────────────────────────────────────────────────────────────────────────────
 
 #: every benchmark group by name, in run order; ``only=`` selects a subset.
 BENCH_GROUPS: dict[str, Callable[[Bench, Grid], list[Row]]] = {**MATRIX_BENCHES, **VECTOR_BENCHES,
@@ -45,7 +85,7 @@ BENCH_GROUPS: dict[str, Callable[[Bench, Grid], list[Row]]] = {**MATRIX_BENCHES,
                                                                 "conv_layout": bench_conv_layout,
                                                                 "step_state": bench_step_state}
 REMEASURE_ATTEMPTS = 2
-"""Times a group measured in a slow spell is measured again (:mod:`simtrain.calibrate.sentinels`)."""
+"""Times a group measured in a slow spell is measured again (:mod:`simtrain.calibrate.robust`)."""
 REMEASURE_PAUSE_S = 5.0
 """Pause before measuring slow groups again: spells on the shared VM last seconds to minutes."""
 
@@ -86,7 +126,7 @@ def _burn_in(device: str, seconds: float) -> None:
     context and cuBLAS handles, so the first benchmark is not charged for them."""
     import torch
 
-    from simtrain.calibrate.timing import synchronize
+    from simtrain.calibrate.bench_ops import synchronize
     a = torch.randn(512, 512, device=device)
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
@@ -104,7 +144,7 @@ def _attempt(bench: Bench, grid: Grid, name: str, log) -> tuple[list[Row], list[
         log(f"warning: {name} failed and measured nothing ({type(e).__name__}: {e}); going on without its rows")
         got = []
     log(f"{name}: {len(got)} rows in {time.perf_counter() - start:.1f} s")
-    return got, sentinels.take(bench, name)
+    return got, take(bench, name)
 
 
 def _kept_readings(done: dict[str, tuple[list[Row], list[Row]]], opening: list[Row]) -> list[Row]:
@@ -118,8 +158,8 @@ def _remeasure_slow(bench: Bench, grid: Grid, done: dict[str, tuple[list[Row], l
     quickest readings so far; keep whichever attempt's sentinels were quicker (``done`` in place). A
     group that measured nothing here (host↔device copies on a CPU) is not measured again."""
     for _ in range(attempts):
-        best = sentinels.quickest(_kept_readings(done, opening))
-        slow = {n: why for n, (got, closing) in done.items() if got and (why := sentinels.over_limit(closing, best))}
+        best = quickest(_kept_readings(done, opening))
+        slow = {n: why for n, (got, closing) in done.items() if got and (why := over_limit(closing, best))}
         if not slow:
             return
         for name, why in slow.items():
@@ -127,12 +167,12 @@ def _remeasure_slow(bench: Bench, grid: Grid, done: dict[str, tuple[list[Row], l
         time.sleep(pause_s)
         for name in slow:
             got, closing = _attempt(bench, grid, name, log)
-            best = sentinels.quickest(_kept_readings(done, opening) + closing)
-            if sentinels.worst_slowdown(closing, best) < sentinels.worst_slowdown(done[name][1], best):
+            best = quickest(_kept_readings(done, opening) + closing)
+            if worst_slowdown(closing, best) < worst_slowdown(done[name][1], best):
                 done[name] = (got, closing)
-    best = sentinels.quickest(_kept_readings(done, opening))
+    best = quickest(_kept_readings(done, opening))
     for name, (got, closing) in done.items():
-        if got and (why := sentinels.over_limit(closing, best)):
+        if got and (why := over_limit(closing, best)):
             log(f"warning: {name} measured on a contended machine ({', '.join(why)})")
 
 
@@ -144,7 +184,7 @@ def _run_compute(bench: Bench, grid: Grid, groups: list[str], threads: int, log)
     rows: list[Row] = []
     try:
         _burn_in(bench.device, 0.2 if grid.name == "tiny" else 1.0)
-        opening = sentinels.take(bench, "start")
+        opening = take(bench, "start")
         engine = bench_autograd_call(bench)
         rows += [*opening, engine]
         bench = replace(bench, autograd_call_s=engine.median_s)
@@ -166,8 +206,8 @@ def _check_colocated(colocated: int, device: str) -> None:
         raise SpecError.one(None, "colocated", f"ranks share a host's cores only on the CPU, not {device!r}")
 
 
-NEIGHBOUR_MODULE = "simtrain.calibrate.neighbour"
-"""The child each neighbour runs (``python -m``; named, not imported: it imports this module)."""
+NEIGHBOUR_MODULE = "simtrain.calibrate.measure"
+"""The module each neighbour runs (``python -m``: :func:`neighbour_main`)."""
 _STOP_TIMEOUT_S = 30.0
 
 
@@ -206,7 +246,7 @@ def _compute_passes(device: str, g: Grid, grid_name: str, groups: list[str], thr
 
 
 def _rank_jitter(colocated: int, threads: int, passes: int, log: Callable[[str], None]) -> list[Row]:
-    """The lockstep bench's rows (calibrate/bench_jitter.py): ``JITTER_ROUNDS`` rounds per pass."""
+    """The lockstep bench's rows (calibrate/collectives_bench.py): ``JITTER_ROUNDS`` rounds per pass."""
     rounds = JITTER_ROUNDS * passes
     rows = bench_rank_jitter(colocated, threads, rounds)
     log(f"{JITTER_BENCH}: {colocated} ranks in lockstep, {rounds} rounds")
@@ -231,7 +271,7 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     carry what the neighbours take (shared caches, memory bandwidth, the hypervisor's cores) — the
     device a rank sees, not the machine alone. When the neighbours stop, ``colocated`` ranks run one
     workload in lockstep to measure how long a synchronous step waits for the slowest of them
-    (``rank_jitter``, calibrate/bench_jitter.py; ``JITTER_ROUNDS`` rounds per pass); the collectives
+    (``rank_jitter``, calibrate/collectives_bench.py; ``JITTER_ROUNDS`` rounds per pass); the collectives
     run last.
     """
     import torch
@@ -273,3 +313,24 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     if out is not None:
         m.save(out)
     return m
+
+
+# ──── Neighbours ────────────────────────────────────────────────────────────────────────────────────
+
+def neighbour_main(argv: list[str] | None = None) -> int:
+    """One neighbour: the compute benches of ``GROUPS`` on ``DEVICE`` over grid ``GRID`` with ``THREADS``
+    threads, pass after pass, until killed."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 4:
+        print("usage: python -m simtrain.calibrate.measure DEVICE GRID THREADS GROUP[,GROUP…]", file=sys.stderr)
+        return 2
+    import torch  # noqa: F401  (imported before saying ready: the import is most of a start)
+    device, grid, threads, groups = args[0], args[1], int(args[2]), args[3].split(",")
+    g = grid_for(grid, device)
+    print("ready", flush=True)
+    while True:  # until killed
+        _run_compute(Bench(device, g.plan), g, groups, threads, lambda _m: None)
+
+
+if __name__ == "__main__":
+    sys.exit(neighbour_main())

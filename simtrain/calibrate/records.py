@@ -58,7 +58,7 @@ class Row:
     ci_high_s: float | None = None
     pass_medians_s: tuple[float, ...] | None = None
     """Each pass's median, in the order the passes ran, where the row merges several passes
-    (robust.merge_passes): the paired benches pair their two sides within a pass (calibrate/paired.py).
+    (robust.merge_passes): the paired benches pair their two sides within a pass (calibrate/modes.py).
     None for a single pass and in older files."""
 
     def __post_init__(self) -> None:

@@ -1,4 +1,10 @@
-"""One-shot calibration from measured training runs: ``st.RunRecord`` → ``st.calibrate_runs`` → ``st.Calibration``.
+"""One-shot calibration from measured training runs (``st.RunRecord`` → ``st.calibrate_runs`` →
+``st.Calibration``): the fit, the factors it fits, its memory term, and run records from files.
+
+Run calibration
+---------------
+
+One-shot calibration from measured training runs: ``st.RunRecord`` → ``st.calibrate_runs`` → ``st.Calibration``.
 
     rec = st.RunRecord(model=model, cluster=cluster, config=cfg, step_time_s=1.84)
     cal = st.calibrate_runs([rec])              # one run fits one factor ("compute")
@@ -7,7 +13,7 @@
     cal.to_yaml("my-stack.yaml"); st.load_calibration("my-stack.yaml")
 
 Method: least squares on ``log(predicted / measured)`` over the records, in log-factor space, with
-the bounds of :mod:`simtrain.calibrate.factors`, through ``st.estimate`` itself (so every mechanism of
+the bounds of the factors below (:data:`BOUNDS`), through ``st.estimate`` itself (so every mechanism of
 the model is in the loop). How many factors: :func:`factors_for` (one run fits one), in the priority order compute,
 communication, memory, launch, skipping any the records cannot see (a factor that moves no
 prediction by ≥ 1 % when doubled) and dropping, one at a time, any the fit cannot pin
@@ -25,16 +31,80 @@ Every record's fit keeps its predicted peak reserved bytes and, when the run gav
 A record whose layout cannot be built (no finite step time: e.g. a tp that does not divide the
 heads) is still a :class:`SpecError` naming the record and the reasons. The time factors scale rates,
 never memory. Records that give a peak also fit one bounded memory term, the scale on the memory
-model's transient tensors (:mod:`simtrain.calibrate.memory_fit`, ``Calibration.memory_scale``;
+model's transient tensors (the memory term below, ``Calibration.memory_scale``;
 ``cal.config(cfg)`` applies it), and their memory residuals are reported with it.
 
 Any cluster size: records may come from one device or many nodes, and ``cal.apply`` takes any node
 count: the factors scale the device's efficiency profile (communication: every link tier alike).
+
+Factors
+-------
+
+Stack-level calibration factors: what each one scales in a device's efficiency profile.
+
+A factor is a bounded multiplier on one group of *achieved* rates, so a fitted value reads directly
+("this stack realises 0.91 × the component-measured GEMM and attention rates"):
+
+| factor          | scales                                                                  | bounds      |
+|-----------------|-------------------------------------------------------------------------|-------------|
+| compute         | matmul / conv / attention ceilings (and the matmul ceilings per dtype)  | 0.25 – 1.6  |
+|                 | and every fused-attention kernel                                        |             |
+| communication   | achieved link bandwidth of every collective and send                    | 0.2 – 2.0   |
+| memory          | achieved memory bandwidth (memory-bound ops, optimizer step)            | 0.25 – 1.6  |
+| launch          | per-kernel launch overhead                                              | 0.1 – 10    |
+| class:<op class>| that op class's compute ceiling (``Efficiency.compute[c].peak_fraction``;| 0.05 – 4    |
+|                 | matmul also ``dtype_peak_fraction``, attention also every fused-        |             |
+|                 | attention kernel) — fitted from a profiler                              |             |
+|                 | trace's per-class time (:mod:`simtrain.calibrate.trace_fit`)             |             |
+
+A scaled fraction never exceeds 1 (no kernel beats the datasheet): the clip is part of the model.
+Factors are fitted in this priority order, as many as the runs can identify (one run fits one).
+
+A class factor moves only its class's compute leg; memory-bound time of every class moves with the
+shared ``memory`` factor (one memory-bandwidth efficiency per device: no per-class memory rate
+exists to scale). Its bounds are wider than ``compute``'s because one class's kernels on a busy CPU
+can run far from their microbenchmark (small shapes, thread start-up) — the trace says by how much.
+
+The memory term
+---------------
+
+The memory term of one-shot calibration: ``Stack.transient_memory_scale`` from measured peaks.
+
+The memory model is linear in the scale on its transient tensors (activations kept for the backward
+and the backward's working set, ``parallel/memory_plan.py``): a record's predicted peak of the kind it
+measured (reserved or allocated, ``RunRecord.peak_memory_kind``) is ``base + f · slope``, read off two
+estimates (f = 1 and f = 2) so every mechanism of the memory model stays in the loop. ``f`` minimises
+the relative residuals Σ ((base + f · slope) / measured − 1)² over the records that give a peak, in
+closed form, clipped to :data:`MEMORY_SCALE_BOUNDS` (at a bound its uncertainty is infinite). Its uncertainty is the standard error of that
+least-squares slope with the residual scatter floored at :data:`MEMORY_NOISE`. The time factors
+never touch memory, so the two fits are independent.
+
+Run files
+---------
+
+Measured runs from a file: ``load_run_records(path)`` → a list of :class:`~simtrain.calibrate.runs.RunRecord`.
+
+A CSV (header row) or JSON Lines file (one object per line), one run per row. Columns:
+
+* ``model`` — a library name or a model YAML path (required);
+* ``hardware`` (or ``cluster``) — a device or cluster library name or path (required); ``nodes``
+  optionally scales a cluster;
+* ``step_time_s`` (required, > 0) and ``peak_memory_bytes`` (optional), with ``peak_memory_kind``
+  "reserved" (default) or "allocated";
+* ``name`` (optional label);
+* every other column is a :class:`~simtrain.specs.train.TrainConfig` field (``global_batch_size``,
+  ``micro_batch_size``, ``seq_len``, ``precision``, ``optimizer``, ``tp``, ``stack``, …).
+
+Strict: an unknown column, a missing value or a bad one raises :class:`~simtrain.errors.SpecError`
+naming the file, the line and the column; empty CSV cells mean "not given". CSV cells are read as
+JSON when they parse (``8`` → 8, ``true`` → True) and as text otherwise.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,13 +113,173 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import Field
 
-from simtrain.calibrate.factors import BOUNDS, FACTORS, check_factors, scaled_cluster
-from simtrain.calibrate.memory_fit import fit_memory_scale, with_memory_scale
-from simtrain.errors import SpecError
+from simtrain.cost.compute import MATRIX_CLASSES, device_efficiency
+from simtrain.cost.realisation import scaled_attention_kernels
+from simtrain.errors import SimtrainError, SpecError
+from simtrain.glossary import OpClass
 from simtrain.specs.base import Spec
+from simtrain.specs.hardware import Cluster, ComputeCurve, Device, Efficiency
+from simtrain.specs.stack import named_stack
 
-__all__ = ["RunRecord", "Calibration", "RecordFit", "ClassFit", "calibrate_runs", "load_calibration", "RUN_NOISE",
-           "MAX_UNCERTAINTY"]
+__all__ = ["FACTORS", "BOUNDS", "CLASS_FACTORS", "class_factor", "scaled_efficiency", "scaled_device",
+           "scaled_cluster", "check_factors", "MEMORY_SCALE_BOUNDS", "MEMORY_NOISE", "fit_memory_scale",
+           "with_memory_scale", "predicted_peak", "RunRecord", "Calibration", "RecordFit", "ClassFit",
+           "calibrate_runs", "load_calibration", "RUN_NOISE", "MAX_UNCERTAINTY", "load_run_records",
+           "record_from_row", "RUN_COLUMNS"]
+
+
+# ──── Factors ───────────────────────────────────────────────────────────────────────────────────────
+
+FACTORS = ("compute", "communication", "memory", "launch")
+
+
+def class_factor(op_class: OpClass | str) -> str:
+    """The factor name of one op class: ``class:matmul``."""
+    return f"class:{OpClass(op_class).value}"
+
+
+CLASS_FACTORS = tuple(class_factor(c) for c in OpClass)
+BOUNDS = {"compute": (0.25, 1.6), "communication": (0.2, 2.0), "memory": (0.25, 1.6), "launch": (0.1, 10.0),
+          **dict.fromkeys(CLASS_FACTORS, (0.05, 4.0))}
+
+
+def _clip(fraction: float) -> float:
+    return min(1.0, fraction)
+
+
+def _scaled_curve(curve: ComputeCurve, k: float) -> ComputeCurve:
+    """``curve`` k times faster: its ceiling (clipped at 1) and its panel rate, the two rates of its
+    compute leg (``ComputeCurve``)."""
+    return curve.model_copy(update={"peak_fraction": _clip(curve.peak_fraction * k),
+                                    "panel_bytes_per_s": curve.panel_bytes_per_s * k})
+
+
+def _scaled_dtype_ceilings(eff: Efficiency, k: float) -> dict:
+    """The matmul ceilings per dtype (``Efficiency.dtype_peak_fraction``) k times faster, clipped at 1:
+    they stand in for the matmul curve's ceiling, so whatever scales that scales them."""
+    return {dtype: _clip(f * k) for dtype, f in eff.dtype_peak_fraction.items()}
+
+
+def _scaled_compute(eff: Efficiency, k: float) -> dict:
+    compute = {c: (_scaled_curve(curve, k) if c in MATRIX_CLASSES else curve) for c, curve in eff.compute.items()}
+    kernels = scaled_attention_kernels(eff.attention_kernels, k)
+    return {"compute": compute, "attention_kernels": kernels, "dtype_peak_fraction": _scaled_dtype_ceilings(eff, k)}
+
+
+def _scaled_classes(eff: Efficiency, factors: dict[str, float]) -> dict:
+    """Each ``class:<c>`` factor on its class's ceiling (attention: also the fused kernels)."""
+    compute = dict(eff.compute)
+    kernels = dict(eff.attention_kernels)
+    ceilings = _scaled_dtype_ceilings(eff, factors.get(class_factor(OpClass.MATMUL), 1.0))
+    for c, curve in eff.compute.items():
+        k = factors.get(class_factor(c), 1.0)
+        if k == 1.0:
+            continue
+        compute[c] = _scaled_curve(curve, k)
+        if c is OpClass.ATTENTION:
+            kernels = scaled_attention_kernels(kernels, k)
+    return {"compute": compute, "attention_kernels": kernels, "dtype_peak_fraction": ceilings}
+
+
+def scaled_efficiency(eff: Efficiency, factors: dict[str, float], source: str = "calibrated") -> Efficiency:
+    """``eff`` with each factor applied (absent factors are 1)."""
+    update: dict = {}
+    k = factors.get("compute", 1.0)
+    if k != 1.0:
+        update.update(_scaled_compute(eff, k))
+    if any(factors.get(name, 1.0) != 1.0 for name in CLASS_FACTORS):
+        eff = eff.model_copy(update=update)  # a class factor multiplies onto the stack-wide compute factor
+        update.update(_scaled_classes(eff, factors))
+    if factors.get("communication", 1.0) != 1.0:
+        k = factors["communication"]
+        update["link_bandwidth_fraction"] = _clip(eff.link_bandwidth_fraction * k)
+        update["link_fractions"] = {name: _clip(v * k) for name, v in eff.link_fractions.items()}
+    if factors.get("memory", 1.0) != 1.0:
+        update["memory_bandwidth_fraction"] = _clip(eff.memory_bandwidth_fraction * factors["memory"])
+    if factors.get("launch", 1.0) != 1.0:
+        update["launch_overhead_s"] = eff.launch_overhead_s * factors["launch"]
+    update["source"] = f"{eff.source} × {source}"[:300]
+    return eff.model_copy(update=update)
+
+
+def scaled_device(device: Device, factors: dict[str, float], source: str = "calibrated") -> Device:
+    return device.model_copy(update={"efficiency": scaled_efficiency(device_efficiency(device), factors, source)})
+
+
+def scaled_cluster(cluster: Cluster, factors: dict[str, float], source: str = "calibrated") -> Cluster:
+    """``cluster`` whose node's device carries the scaled efficiency."""
+    device = scaled_device(cluster.node.device, factors, source)
+    return cluster.model_copy(update={"node": cluster.node.model_copy(update={"device": device})})
+
+
+def check_factors(factors: dict[str, float]) -> None:
+    """Unknown names and values outside the bounds are an error (a calibration file is input)."""
+    from simtrain.errors import SpecError
+    for name, value in factors.items():
+        if name not in BOUNDS:
+            raise SpecError.one(None, f"factors.{name}", f"unknown factor; known: {', '.join(FACTORS)} "
+                                "and class:<op class>")
+        lo, hi = BOUNDS[name]
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and lo <= value <= hi):
+            raise SpecError.one(None, f"factors.{name}", f"must be a number in [{lo}, {hi}]")
+
+
+# ──── The memory term ───────────────────────────────────────────────────────────────────────────────
+
+MEMORY_SCALE_BOUNDS = (0.5, 2.0)
+"""A measured peak may halve or double the modelled transient memory, no more: beyond that the
+layout or the recompute policy is wrong, not the model's bytes per tensor."""
+
+MEMORY_NOISE = 0.01
+"""Floor of the relative residual scatter: a peak reading moves by ~1 % between steps and ranks
+(allocator state)."""
+
+
+def with_memory_scale(cfg, device, scale: float):
+    """``cfg`` with its stack's ``transient_memory_scale`` set to ``scale`` (the stack it runs on
+    ``device``: its own, or the GPU default when it names none)."""
+    stack = named_stack(cfg, device).with_overrides(transient_memory_scale=scale)
+    return cfg.model_copy(update={"stack": stack})
+
+
+def predicted_peak(rec, scale: float = 1.0) -> float | None:
+    """The record's predicted peak of the kind it measured, with the transient scale ``scale``."""
+    from simtrain.estimator import estimate
+    r = estimate(rec.model, rec.cluster, with_memory_scale(rec.config, rec.cluster.device, scale))
+    if r.memory is None:
+        return None
+    return r.memory.total_bytes if rec.peak_memory_kind == "allocated" else r.memory.reserved_bytes
+
+
+def fit_memory_scale(records) -> tuple[float, float] | None:
+    """(scale, relative standard error) from the records that give ``peak_memory_bytes``; None when
+    none does (or none has transient memory to scale)."""
+    rows = []
+    for rec in records:
+        if rec.peak_memory_bytes is None:
+            continue
+        one, two = predicted_peak(rec, 1.0), predicted_peak(rec, 2.0)
+        if one is None or two is None or two <= one:
+            continue
+        slope = two - one
+        rows.append((one - slope, slope, float(rec.peak_memory_bytes)))
+    if not rows:
+        return None
+    # relative least squares: residual_i = (base_i + f · slope_i) / m_i − 1 = f · x_i − y_i
+    xs = [s / m for _, s, m in rows]
+    ys = [1.0 - b / m for b, _, m in rows]
+    sxx = sum(x * x for x in xs)
+    lo, hi = MEMORY_SCALE_BOUNDS
+    raw = sum(x * y for x, y in zip(xs, ys, strict=True)) / sxx
+    f = min(hi, max(lo, raw))
+    if f != raw:  # at a bound: the peaks ask for more than the term may give
+        return f, math.inf
+    dof = max(1, len(rows) - 1)
+    scatter = max(MEMORY_NOISE, math.sqrt(sum((f * x - y) ** 2 for x, y in zip(xs, ys, strict=True)) / dof))
+    return f, scatter / math.sqrt(sxx) / f
+
+
+# ──── Run calibration ───────────────────────────────────────────────────────────────────────────────
 
 RUN_NOISE = 0.02
 """Relative run-to-run spread of a measured step time (steady-state steps of one job vary by ~1–3 %):
@@ -180,7 +410,7 @@ class Calibration(Spec):
     """Fitted stack-level factors and how well they hold."""
 
     factors: dict[str, Annotated[float, Field(gt=0)]]
-    """Fitted multipliers (see simtrain.calibrate.factors); factors not fitted are absent (= 1)."""
+    """Fitted multipliers (see :data:`FACTORS`); factors not fitted are absent (= 1)."""
     uncertainty: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=True)]] = Field(default_factory=dict)
     """Relative standard error of each fitted factor (0.03 = ±3 %; inf when the runs cannot pin it)."""
     loo_error: Annotated[float, Field(ge=0)] | None = None
@@ -361,7 +591,7 @@ def factors_for(runs: int) -> int:
 def calibrate_runs(records, factors: list[str] | None = None) -> Calibration:
     """Fit stack-level factors to measured runs (see the module docstring).
 
-    ``factors`` forces which factors to fit (names from ``simtrain.calibrate.factors.FACTORS``);
+    ``factors`` forces which factors to fit (names from ``simtrain.calibrate.runs.FACTORS``);
     by default as many as the records identify, at most one per record."""
     records = list(records)
     if not records or not all(isinstance(r, RunRecord) for r in records):
@@ -445,3 +675,96 @@ def _overflow_warning(fit: RecordFit, reasons) -> str:
                                                     f"predicted {100 * fit.memory_error:+.1f} %)")
     return (f"{fit.name}: ran, yet predicted not to fit in memory: {why}{measured}; "
             "its step time is fitted all the same")
+
+
+# ──── Run files ─────────────────────────────────────────────────────────────────────────────────────
+
+RUN_COLUMNS = ("model", "hardware", "cluster", "nodes", "step_time_s", "peak_memory_bytes", "peak_memory_kind",
+               "name")
+
+
+def _cell(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, row) pairs; CSV cells parsed by :func:`_cell`, empty cells dropped."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        out = []
+        for i, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as err:
+                raise SpecError.one(f"{path}:{i}", "(line)", f"not valid JSON: {err.msg}") from None
+            if not isinstance(obj, dict):
+                raise SpecError.one(f"{path}:{i}", "(line)", "each line must be a JSON object")
+            out.append((i, {k: v for k, v in obj.items() if v is not None}))
+        return out
+    if path.suffix.lower() != ".csv":
+        raise SpecError.one(str(path), "(file)", "runs file must end in .csv or .jsonl")
+    reader = csv.DictReader(text.splitlines())
+    return [(i, {k: _cell(v) for k, v in row.items() if k is not None and v not in (None, "")})
+            for i, row in enumerate(reader, start=2)]
+
+
+def _required(where: str, row: dict, *names: str) -> Any:
+    for n in names:
+        if n in row:
+            return row[n]
+    raise SpecError.one(where, names[0], "missing (required)")
+
+
+def _loaded(where: str, column: str, load):
+    try:
+        return load()
+    except SpecError as err:
+        issue = err.issues[0]
+        raise SpecError.one(where, column, f"{issue.field}: {issue.reason}" if issue.field != column else issue.reason) \
+            from None
+    except (SimtrainError, OSError, ValueError) as err:
+        raise SpecError.one(where, column, str(err)) from None
+
+
+def record_from_row(row: dict[str, Any], where: str):
+    """One :class:`RunRecord` from one row; errors name ``where`` (``file:line``) and the column."""
+    from pydantic import ValidationError
+
+    from simtrain.inputs import as_cluster, as_model
+    from simtrain.specs.train import TrainConfig
+    cfg_fields = {k: v for k, v in row.items() if k not in RUN_COLUMNS}
+    unknown = [k for k in cfg_fields if k not in TrainConfig.model_fields]
+    if unknown:
+        raise SpecError.one(where, unknown[0], f"unknown column; known: {', '.join(RUN_COLUMNS)} and TrainConfig fields")
+    model = _loaded(where, "model", lambda: as_model(str(_required(where, row, "model"))))
+    cluster = _loaded(where, "hardware", lambda: as_cluster(str(_required(where, row, "hardware", "cluster")),
+                                                            nodes=row.get("nodes")))
+    try:
+        cfg = TrainConfig(**cfg_fields)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        col = ".".join(str(p) for p in first.get("loc", ())) or "(config)"
+        raise SpecError.one(where, col, first.get("msg", "invalid")) from None
+    try:
+        return RunRecord(model=model, cluster=cluster, config=cfg,
+                         step_time_s=_required(where, row, "step_time_s"),
+                         peak_memory_bytes=row.get("peak_memory_bytes"), name=str(row.get("name", "")),
+                         peak_memory_kind=str(row.get("peak_memory_kind") or "reserved"))
+    except SpecError as err:
+        raise SpecError.one(where, err.issues[0].field, err.issues[0].reason) from None
+
+
+def load_run_records(path: str | Path) -> list:
+    """Every run of a CSV / JSONL file (see the module docstring); at least one."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError.one(str(path), "(file)", "no such runs file")
+    records = [record_from_row(row, f"{path}:{line}") for line, row in _rows(path)]
+    if not records:
+        raise SpecError.one(str(path), "(file)", "no runs in the file")
+    return records

@@ -14,7 +14,7 @@ step's optimizer-state allocation); then each of ``steps`` steps is timed alone 
 ``time.perf_counter``, after a device synchronisation on CUDA so the time is the step's queued
 kernels, not their launch. The median is the step time (a step's spread is skewed by other processes'
 bursts, and the median is what ``st.calibrate_runs`` fits); its 95 % bootstrap interval and the
-10th / 90th percentiles come with it (:func:`simtrain.calibrate.timing.timing_of`).
+10th / 90th percentiles come with it (:func:`simtrain.calibrate.bench_ops.timing_of`).
 
 What else a step tells, where the device has a counter:
 
@@ -42,8 +42,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from simtrain.calibrate.bench_ops import synchronize, timing_of
 from simtrain.calibrate.robust import contention_between, snapshot
-from simtrain.calibrate.timing import synchronize, timing_of
 
 __all__ = ["StepTimes", "time_steps", "DEVICES"]
 

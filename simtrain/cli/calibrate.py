@@ -8,12 +8,12 @@
 measures and saves them there. The profile is a device spec: ``st.load_device("profile.yaml")``.
 A measurement taken on a contended machine (CPU steal, other processes' load, wide sample spread,
 a machine-speed sentinel past its limit — an in-cache GEMM or a 64 MiB read, timed after every bench
-group, whose slow groups are measured again first: :mod:`simtrain.calibrate.sentinels` and
+group, whose slow groups are measured again first: :mod:`simtrain.calibrate.robust` and
 :mod:`simtrain.calibrate.robust`) is refused: the command says why,
 writes no profile and exits 3, unless ``--allow-noisy``.
 
 ``--runs FILE`` fits ``st.calibrate_runs`` to the runs of a CSV / JSONL file
-(:mod:`simtrain.calibrate.run_files`) and writes the ``st.Calibration`` YAML to ``--out``.
+(:mod:`simtrain.calibrate.runs`) and writes the ``st.Calibration`` YAML to ``--out``.
 
 ``--trace TRACE.json --model M`` fits per-op-class factors to a ``torch.profiler`` Chrome trace of
 model M (:mod:`simtrain.calibrate.trace_fit`) on ``--hardware`` (default ``host-cpu``) with the
@@ -22,7 +22,7 @@ traced run's batch (``--global-batch-size``, required) and settings, and writes 
     simtrain calibrate --trace a.trace.json --model mlp-mnist --global-batch-size 64 --out cal.yaml
 
 ``--compare-ops N`` also prints the N ops whose measured time (the trace's call with its backward)
-is furthest from the predicted one (:mod:`simtrain.calibrate.trace_compare`).
+is furthest from the predicted one (:mod:`simtrain.calibrate.trace_fit`).
 """
 
 from __future__ import annotations
@@ -105,8 +105,7 @@ def _measurements(args: argparse.Namespace):
 
 
 def _from_runs(args: argparse.Namespace) -> int:
-    from simtrain.calibrate.run_files import load_run_records
-    from simtrain.calibrate.runs import calibrate_runs
+    from simtrain.calibrate.runs import calibrate_runs, load_run_records
     records = load_run_records(args.runs)
     cal = calibrate_runs(records)
     out = args.out if args.out != Path("profile.yaml") else Path("calibration.yaml")
@@ -141,7 +140,7 @@ def _from_trace(args: argparse.Namespace) -> int:
     print(cal.summary())
     print(f"calibration: {out}")
     if args.compare_ops is not None:
-        from simtrain.calibrate.trace_compare import compare_ops, ops_table
+        from simtrain.calibrate.trace_fit import compare_ops, ops_table
         print(ops_table(compare_ops(times, model, cluster, cfg), args.compare_ops))
     return 0
 
@@ -190,10 +189,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _warn_fit(info: dict) -> None:
     """What the fit record says the profile is loose on, each kept but said: rates a paired bench pins
-    loosely (calibrate/paired.py), memory modes met between passes and the machine's placement modes
+    loosely (calibrate/modes.py), memory modes met between passes and the machine's placement modes
     (calibrate/modes.py)."""
-    from simtrain.calibrate.modes import PlacementModes, modes_line, placement_line
-    from simtrain.calibrate.paired import wide_ranges
+    from simtrain.calibrate.modes import PlacementModes, modes_line, placement_line, wide_ranges
     lines = wide_ranges({k: tuple(v) for k, v in info.get("paired_ranges", {}).items()})
     lines += [modes_line(info["memory_modes"])] if info.get("memory_modes") else []
     if pm := info.get("placement_modes"):

@@ -11,10 +11,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import simtrain as st  # noqa: E402
-from simtrain.calibrate.factors import BOUNDS, scaled_cluster  # noqa: E402
+from simtrain.calibrate.runs import BOUNDS, scaled_cluster  # noqa: E402
 from simtrain.calibrate.trace import read_profiler_trace  # noqa: E402
-from simtrain.calibrate.trace_compare import compare_ops  # noqa: E402
-from simtrain.calibrate.trace_fit import calibrate_classes, predicted_groups  # noqa: E402
+from simtrain.calibrate.trace_fit import (  # noqa: E402
+    calibrate_classes,
+    compare_ops,  # noqa: E402
+    predicted_groups,
+)
 from simtrain.cli import main  # noqa: E402
 from simtrain.cost.compute import compute_seconds, device_efficiency  # noqa: E402
 from simtrain.glossary import DType, OpClass  # noqa: E402

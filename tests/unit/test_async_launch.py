@@ -99,7 +99,7 @@ def test_padding_wastes_the_flops_slots_but_not_the_fixed_cost():
 
 
 def test_the_jacobian_pattern_keeps_each_parameter_to_its_own_rows():
-    from simtrain.calibrate.fit_names import jacobian_sparsity
+    from simtrain.calibrate.fit_compute import jacobian_sparsity
     rows = [_gemm_row(64), Row("add", OpClass.ELEMENTWISE, DType.FP32, {"numel": 8}, 8.0, 96.0, 1.0, 1.0, 1.0, 5)]
     names = ["matmul.peak_fraction", "launch:elementwise", "launch_overhead_s", "kind:layernorm.half_flops"]
     pattern = jacobian_sparsity(rows, names)

@@ -1,4 +1,4 @@
-"""calibrate/paired.py: the range of a paired bench's rate its two sides' intervals allow."""
+"""calibrate/modes.py: the range of a paired bench's rate its two sides' intervals allow."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from simtrain.calibrate.paired import paired_ranges, wide_ranges
+from simtrain.calibrate.modes import paired_ranges, wide_ranges
 from simtrain.calibrate.records import Row
 from simtrain.glossary import DType
 
@@ -74,8 +74,8 @@ def test_pairs_are_taken_within_each_pass_by_hand():
     """Passes of NCHW 3.0 / 5.0 / 3.2 ms against NHWC 2.0 / 4.0 / 2.1 ms (the second pass a slow spell on
     both sides): each pass's difference 1.0, 1.0, 1.1 ms, median 1.0 ms, so 49152 B / 1.0 ms; the
     medians of the two sides apart (3.2 − 2.1 = 1.1 ms) would give 49152 B / 1.1 ms."""
-    from simtrain.calibrate.bench_layout import fit_conv_layout
-    from simtrain.calibrate.paired import PAIRED_FITS, paired_fit
+    from simtrain.calibrate.bench_memory import fit_conv_layout
+    from simtrain.calibrate.modes import PAIRED_FITS, paired_fit
     layout = next(pf for pf in PAIRED_FITS if pf.bench == "conv_layout")
     rows = [_per_pass(True, (3.0e-3, 5.0e-3, 3.2e-3)), _per_pass(False, (2.0e-3, 4.0e-3, 2.1e-3))]
     assert paired_fit(rows, layout) == {"conv_layout_bytes_per_s": pytest.approx(_BYTES / 1.0e-3)}

@@ -8,8 +8,7 @@ import math
 import pytest
 
 import simtrain as st
-from simtrain.calibrate.factors import scaled_cluster
-from simtrain.calibrate.runs import RUN_NOISE, factors_for
+from simtrain.calibrate.runs import RUN_NOISE, factors_for, scaled_cluster
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +151,7 @@ def test_a_compute_factor_scales_the_panel_rate_with_the_ceiling():
     """The panel copy is part of a matrix class's compute leg (``ComputeCurve.panel_bytes_per_s``):
     ``compute`` × 1.25 makes both rates 1.25× faster, the ceiling clipped at 1 and the rate not; a
     class factor does the same to its class alone."""
-    from simtrain.calibrate.factors import scaled_efficiency
+    from simtrain.calibrate.runs import scaled_efficiency
     from simtrain.glossary import OpClass
     from simtrain.specs.efficiency import ComputeCurve, Efficiency
     eff = Efficiency(compute={OpClass.MATMUL: ComputeCurve(peak_fraction=0.9, panel_bytes_per_s=20e9),

@@ -9,7 +9,7 @@ import math
 import pytest
 
 import simtrain as st
-from simtrain.calibrate.factors import scaled_cluster
+from simtrain.calibrate.runs import scaled_cluster
 
 GiB = 2**30
 

@@ -1,11 +1,11 @@
 """In-step launch costs that depend on the gap since a kernel of the same signature last ran
-(cost.compute.cold_call_scale, parallel/cold_calls.py, calibrate/bench_cold.fit_half_gap), by hand."""
+(cost.compute.cold_call_scale, parallel/cold_calls.py, calibrate/bench_memory.fit_half_gap), by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from simtrain.calibrate.bench_cold import (
+from simtrain.calibrate.bench_memory import (
     DECAY_GAPS_S,
     FIXED_OP,
     HALF_GAP_GRID_S,

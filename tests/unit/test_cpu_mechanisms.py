@@ -73,9 +73,7 @@ def test_fit_first_touch_median_of_pairs():
 def test_first_touch_bench_records_the_bytes_it_faulted():
     pytest.importorskip("torch")
     from simtrain.calibrate.bench_memory import bench_first_touch
-    from simtrain.calibrate.bench_ops import Bench
-    from simtrain.calibrate.grids import grid_for
-    from simtrain.calibrate.timing import TimingPlan
+    from simtrain.calibrate.bench_ops import Bench, TimingPlan, grid_for
     grid = grid_for("tiny", "cpu")
     on, off = bench_first_touch(Bench("cpu", TimingPlan(warmup=1, repeats=3, min_sample_s=0.0)), grid)
     assert on.params["fresh"] and not off.params["fresh"]
@@ -325,7 +323,7 @@ def test_weight_gradient_swaps_rows_and_reduction():
 
 
 def test_maxpool2d_counts_by_hand():
-    from simtrain.calibrate.counts import maxpool2d_counts
+    from simtrain.calibrate.bench_ops import maxpool2d_counts
     # 1×1×4×4 fp32, 2×2 window stride 2 → 2×2 outputs; forward: 4 compares per output = 16 FLOPs;
     # bytes: read x 16·4, write y 4·4 and int64 indices 4·8 → 64 + 16 + 32 = 112
     assert maxpool2d_counts(1, 1, 4, 4, 2, 2, 0, 4) == (16.0, 112.0)
@@ -372,10 +370,10 @@ def test_maxpool_op_uses_its_kind_curve_in_op_cost():
     assert op_cost(op, 8, regime("fp32"), dev, base).fw_s < fw / 100
 
 
-# --- dropout's random draws (Efficiency.rng_draws_per_s, calibrate/bench_rng.py) -------------------
+# --- dropout's random draws (Efficiency.rng_draws_per_s, calibrate/bench_memory.py) -------------------
 
 def test_fit_rng_median_of_pairs():
-    from simtrain.calibrate.bench_rng import fit_rng
+    from simtrain.calibrate.bench_memory import fit_rng
     n1, n2, n3 = 1 << 18, 1 << 20, 1 << 22
     rows = [_row("rng", {"numel": n1, "draw": True}, 0.0030), _row("rng", {"numel": n1, "draw": False}, 0.0010),
             _row("rng", {"numel": n2, "draw": True}, 0.0110), _row("rng", {"numel": n2, "draw": False}, 0.0010),
@@ -512,7 +510,7 @@ def test_depthwise_convolutions_have_their_own_curve_and_fall_back_to_the_groupe
     """One output channel per group (Gemm n = 1) is depthwise: its own curve where the profile has one,
     else the grouped curve (a profile fitted before the split). compute_seconds = flops / achieved with
     achieved = peak · sustained · pf · flops / (flops + half_flops) (no rows / depth ramp here)."""
-    from simtrain.calibrate.fit_names import row_kind
+    from simtrain.calibrate.fit_compute import row_kind
     from simtrain.cost.compute import (
         DEPTHWISE_CONV_KIND,
         GROUPED_CONV_KIND,
@@ -556,7 +554,7 @@ def test_profiler_overhead_is_taken_out_per_unit():
     assert heavy.seconds["elementwise"] == pytest.approx(0.0015)
 
 
-# --- NCHW layout reorders of dense convolutions (Efficiency.conv_layout_bytes_per_s, bench_layout.py) --
+# --- NCHW layout reorders of dense convolutions (Efficiency.conv_layout_bytes_per_s, bench_memory.py) --
 
 def _layout_row(nchw: bool, median_s: float, c: int = 64, groups: int = 1) -> Row:
     params = {"n": 2, "c": c, "h": 8, "w": 8, "k": 32, "r": 1, "s": 1, "stride": 1, "pad": 0, "groups": groups,
@@ -565,7 +563,7 @@ def _layout_row(nchw: bool, median_s: float, c: int = 64, groups: int = 1) -> Ro
 
 
 def test_fit_conv_layout_median_of_dense_pairs():
-    from simtrain.calibrate.bench_layout import activation_bytes, fit_conv_layout
+    from simtrain.calibrate.bench_memory import activation_bytes, fit_conv_layout
     # 2·64·8·8 + 2·32·8·8 = 12288 elements = 49152 bytes
     assert activation_bytes(_layout_row(True, 1.0).params) == 49152.0
     rows = [_layout_row(True, 0.0030), _layout_row(False, 0.0010),        # 49152 / 0.002 = 2.4576e7
@@ -614,8 +612,7 @@ def test_conv_rows_predicted_with_their_layout_reorders():
 
 def test_paired_benches_alternate_their_samples():
     """time_pair samples a, b, a, b, …: a slow spell moves both medians, not only one side's."""
-    from simtrain.calibrate.bench_ops import Bench
-    from simtrain.calibrate.timing import TimingPlan, time_pair
+    from simtrain.calibrate.bench_ops import Bench, TimingPlan, time_pair
     calls: list[str] = []
     plan = TimingPlan(warmup=1, repeats=4, min_sample_s=0.0, max_total_s=10.0, max_inner=1)
     ta, tb = time_pair(lambda: calls.append("a"), lambda: calls.append("b"), plan)

@@ -9,10 +9,17 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from simtrain.calibrate import counts
-from simtrain.calibrate.fit import calibrate, fit, load_profile, profile_key, profile_link
+import simtrain.calibrate.bench_ops as counts
+from simtrain.calibrate.fit import (
+    calibrate,
+    fit,
+    fit_alpha_beta,
+    fit_backend_link,
+    load_profile,
+    profile_key,
+    profile_link,
+)
 from simtrain.calibrate.fit_compute import fit_compute
-from simtrain.calibrate.fit_links import fit_alpha_beta, fit_backend_link
 from simtrain.calibrate.machine import derived_cpu_peak_flops_per_s, machine_slug
 from simtrain.calibrate.predict import predict_collective, predict_row
 from simtrain.calibrate.records import MachineFacts, Measurements, Row
@@ -119,7 +126,7 @@ def _shapes() -> list[Row]:
 
 
 def _optimizer_grid() -> list[Row]:
-    """The optimizer rows of the full grid (grids.py): 32 × 2¹⁵, 8 × 2¹⁹ and 256 × 1024 parameters, for-loop
+    """The optimizer rows of the full grid (bench_ops.py): 32 × 2¹⁵, 8 × 2¹⁹ and 256 × 1024 parameters, for-loop
     and fused AdamW; with the shapes' other rows instead of their three optimizer rows."""
     rows = [r for r in _shapes() if r.phase != "optim"]
     for tensors, numel in ((32, 1 << 15), (8, 1 << 19), (256, 1024)):

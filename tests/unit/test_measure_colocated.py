@@ -35,7 +35,7 @@ def test_neighbours_run_inside_the_block_and_are_gone_after_it():
 
 
 def test_a_neighbour_without_its_arguments_says_how_to_call_it(capsys):
-    from simtrain.calibrate.neighbour import main
+    from simtrain.calibrate.measure import neighbour_main as main
     assert main(["cpu"]) == 2 and "usage" in capsys.readouterr().err
 
 

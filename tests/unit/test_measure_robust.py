@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from simtrain.calibrate.bench_ops import timing_of
 from simtrain.calibrate.records import MachineFacts, Measurements, Row
 from simtrain.calibrate.robust import (
     Snapshot,
@@ -15,7 +16,6 @@ from simtrain.calibrate.robust import (
     median_ci,
     parse_cpu_ticks,
 )
-from simtrain.calibrate.timing import timing_of
 from simtrain.glossary import DType, OpClass
 
 

@@ -1,4 +1,4 @@
-"""The memory term of one-shot calibration (simtrain/calibrate/memory_fit.py): planted scales come back,
+"""The memory term of one-shot calibration (simtrain/calibrate/runs.py): planted scales come back,
 bounds hold, and the term reaches estimates only through Calibration.config."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 
 import simtrain as st
-from simtrain.calibrate.memory_fit import (
+from simtrain.calibrate.runs import (
     MEMORY_SCALE_BOUNDS,
     fit_memory_scale,
     predicted_peak,

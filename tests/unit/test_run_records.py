@@ -1,4 +1,4 @@
-"""Measured runs from CSV / JSONL files (simtrain/calibrate/run_files.py) and ``simtrain calibrate --runs``."""
+"""Measured runs from CSV / JSONL files (simtrain/calibrate/runs.py) and ``simtrain calibrate --runs``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 import simtrain as st
-from simtrain.calibrate.run_files import load_run_records
+from simtrain.calibrate.runs import load_run_records
 from simtrain.errors import SpecError
 
 HEADER = "name,model,hardware,global_batch_size,micro_batch_size,seq_len,precision,optimizer,step_time_s\n"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+import simtrain.calibrate.robust as sentinels
 from simtrain.calibrate import measure as measure_mod
-from simtrain.calibrate import sentinels
 from simtrain.calibrate.records import Row
 from simtrain.glossary import DType
 
@@ -32,8 +32,7 @@ def test_slowdowns_are_against_the_quickest_reading_of_each_workload():
 
 def test_take_times_the_three_workloads_tagged_with_the_group():
     pytest.importorskip("torch")
-    from simtrain.calibrate.bench_ops import Bench
-    from simtrain.calibrate.timing import TimingPlan
+    from simtrain.calibrate.bench_ops import Bench, TimingPlan
     got = sentinels.take(Bench("cpu", TimingPlan(warmup=1, repeats=3, min_sample_s=0.0)), "conv2d")
     assert [r.bench for r in got] == ["sentinel_gemm", "sentinel_stream", "sentinel_dispatch"]
     assert all(r.params["after"] == "conv2d" and r.median_s > 0 and r.op_class is None for r in got)

@@ -1,11 +1,11 @@
-"""An op's extra cost inside a training step (calibrate/bench_cold.py): the fit from cold and warm
+"""An op's extra cost inside a training step (calibrate/bench_memory.py): the fit from cold and warm
 rows, the cost layer's split of a phase's bytes, and the optimizer's pass, all derived by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from simtrain.calibrate.bench_cold import (
+from simtrain.calibrate.bench_memory import (
     DECAY_GAPS_S,
     EVICT_MAX_BYTES,
     EVICT_MIN_BYTES,
@@ -119,7 +119,7 @@ def test_the_optimizer_pass_streams_at_the_cold_rate():
 
 def test_bench_times_a_cold_and_a_warm_call_of_each_op():
     pytest.importorskip("torch")
-    from simtrain.calibrate.bench_cold import cold_pairs
+    from simtrain.calibrate.bench_memory import cold_pairs
     from simtrain.calibrate.measure import measure
     m = measure("cpu", grid="tiny", only=["step_state"], collectives=False)
     pairs = cold_pairs(m.rows)
@@ -149,7 +149,7 @@ def test_only_a_step_long_gap_reads_the_eviction_buffer(monkeypatch):
     """The filler reads its buffer (one ``sum``) before a gap of at least a step, never before a shorter
     one: a layer repeated within a step meets only part of the step's data in between."""
     torch = pytest.importorskip("torch")
-    from simtrain.calibrate import bench_cold
+    import simtrain.calibrate.bench_memory as bench_cold
     run = bench_cold._filler(1 << 20)
     sums = []
     real_sum = torch.Tensor.sum
@@ -164,7 +164,7 @@ def test_a_torch_without_cpu_fused_optimizers_skips_the_optimizer_pairs(monkeypa
     """Before torch 2.4 ``fused=True`` on CPU raises: the bench leaves the optimizer out and the fit
     then has no ``step_optimizer_s`` (the profile keeps the cold pass)."""
     torch = pytest.importorskip("torch")
-    from simtrain.calibrate import bench_cold
+    import simtrain.calibrate.bench_memory as bench_cold
 
     def refuse(*args, **kwargs):
         raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of supported devices")

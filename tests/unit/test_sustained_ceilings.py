@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import simtrain as st
-from simtrain.calibrate.factors import scaled_efficiency
+from simtrain.calibrate.runs import scaled_efficiency
 from simtrain.cost.compute import (
     attention_kernel_seconds,
     compute_seconds,

@@ -10,7 +10,7 @@ import json
 import pytest
 
 import simtrain as st
-from simtrain.calibrate.factors import BOUNDS, check_factors, scaled_cluster
+from simtrain.calibrate.runs import BOUNDS, check_factors, scaled_cluster
 from simtrain.calibrate.trace import TraceTimes, op_class_of, read_profiler_trace, trace_times
 from simtrain.calibrate.trace_fit import calibrate_classes, predicted_groups
 from simtrain.cli import main

@@ -8,8 +8,15 @@ import pytest
 
 import simtrain as st
 from simtrain.calibrate.trace import CallTime, TraceTimes, trace_times
-from simtrain.calibrate.trace_compare import OpComparison, compare_ops, ops_table, pair_calls, predicted_ops
-from simtrain.calibrate.trace_fit import predicted_groups, without_profiler_overhead
+from simtrain.calibrate.trace_fit import (
+    OpComparison,
+    compare_ops,
+    ops_table,
+    pair_calls,
+    predicted_groups,
+    predicted_ops,
+    without_profiler_overhead,
+)
 from simtrain.errors import SpecError
 
 
