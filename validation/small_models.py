@@ -18,7 +18,7 @@ process's times, so the modes are visible.
 
 Predictions: ``st.estimate`` with each profile (default the committed result of record), and with
 ``--half-gap-from`` the same profile with ``Efficiency.step_call_half_gap_s`` taken from a
-measurement file's step-state rows (``bench_cold.fit_half_gap``): how the in-step launch costs that
+measurement file's step-state rows (``bench_memory.fit_half_gap``): how the in-step launch costs that
 profile charges at 20 ms would be charged at each op's own gap.
 """
 

@@ -54,7 +54,7 @@ __all__ = ["op_seconds", "op_device_seconds", "issue_bound", "launch_seconds", "
 MATRIX_CLASSES = frozenset({OpClass.MATMUL, OpClass.CONV, OpClass.ATTENTION})
 COLD_REFERENCE_GAP_S = 0.02
 """Gap of other kernels after which a profile's ``step_call_overhead_s`` and ``step_optimizer_s`` were
-measured (calibrate/bench_cold.py): the order of a CPU training step."""
+measured (calibrate/bench_memory.py): the order of a CPU training step."""
 COLD_GAP_CAP_S = 0.06
 """Longest gap the bench samples; :func:`cold_call_scale` holds its value beyond it rather than extend
 the power law past the data (the cost must level off once everything is cold)."""
@@ -297,7 +297,7 @@ def strided_agrad_factor(stride: tuple[int, ...] | int | None, eff: Efficiency) 
 def cold_call_scale(gap_s: float, eff: Efficiency) -> float:
     """Factor on the in-step costs measured at :data:`COLD_REFERENCE_GAP_S` for a kernel whose code last
     ran ``gap_s`` ago: φ(g) / φ(reference), φ(g) = g / (g + h), h = ``eff.step_call_half_gap_s``, g held
-    at :data:`COLD_GAP_CAP_S` at most (a saturating loss of state: calibrate/bench_cold.py); 1.0 for h = 0."""
+    at :data:`COLD_GAP_CAP_S` at most (a saturating loss of state: calibrate/bench_memory.py); 1.0 for h = 0."""
     half = eff.step_call_half_gap_s
     if half <= 0:
         return 1.0
@@ -307,7 +307,7 @@ def cold_call_scale(gap_s: float, eff: Efficiency) -> float:
 
 def cold_fraction(gap_s: float, half_gap_s: float) -> float:
     """φ(g) = g / (g + h): the share of a kernel's fully cold cost lost after ``gap_s`` of other work
-    (the saturating curve calibrate/bench_cold.py fits and :func:`cold_call_scale` applies)."""
+    (the saturating curve calibrate/bench_memory.py fits and :func:`cold_call_scale` applies)."""
     return gap_s / (gap_s + half_gap_s)
 
 

@@ -228,7 +228,7 @@ def random_draws_seconds(op: Op, micro_batch: float, f: ShardFactors, eff: Effic
 def _dense_conv(op: Op) -> bool:
     """A convolution with one group: the ops ``Efficiency.conv_layout_bytes_per_s`` prices. Grouped and
     depthwise kernels have their own curve (``curve_kind``), measured over NCHW, which holds their
-    layout handling too (calibrate/bench_layout.py)."""
+    layout handling too (calibrate/bench_memory.py)."""
     return op.op_class is OpClass.CONV and (op.gemm is None or op.gemm.batch <= 1)
 
 
@@ -271,7 +271,7 @@ def _step_memory_seconds(op: Op, phase: str, act_bytes: float, bytes_moved: floa
     """The memory leg of one phase inside a step. With ``eff.step_cold_bytes_per_s`` calibrated: the
     tensor the op just before it wrote (one of the op's output size: the forward input an
     element-wise chain passes on, the backward's incoming gradient dY) at the warm benchmark rate,
-    every other byte at the cold rate (calibrate/bench_cold.py). Without it, the warm model, where a
+    every other byte at the cold rate (calibrate/bench_memory.py). Without it, the warm model, where a
     backward's reads compete with the whole saved set for a cache tier."""
     if eff.step_cold_bytes_per_s <= 0:
         return memory_seconds(bytes_moved, device, eff, backward_working_set_bytes if phase != "fw" else 0.0)
@@ -285,7 +285,7 @@ def cold_stall_seconds(step_memory_s: float, bytes_moved: float, device: Device,
     benchmarks' (cache-warm) memory model: the memory leg inside a step less that model's, ≥ 0; 0 where
     ``eff.step_cold_bytes_per_s`` is not calibrated. The cost layer adds it to the phase's roofline
     rather than overlapping it with the compute: a compute-bound kernel's first pass over its weights and
-    inputs stalls on the misses. Measured on this project's EPYC VM (calibrate/bench_cold.py's
+    inputs stalls on the misses. Measured on this project's EPYC VM (calibrate/bench_memory.py's
     evicting gap, 15 alternated cold / hot calls): a 128 × 1024 × 1024 GEMM (5 MiB) 70–130 µs slower
     cold than hot on 1.3 ms, a 1×1 convolution moving 7.7 MiB 85–300 µs on 0.65 ms, a 3×3 one moving
     2.1 MiB 18–68 µs on 1.0 ms: the order of the bytes at the cold rate (116, 180, 49 µs at 45 GB/s)."""

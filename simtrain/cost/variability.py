@@ -23,7 +23,7 @@ The expected slowdown ``E[max_i X_i] = ∫₀^∞ (1 − F(x)^N) dx`` (the tail-
 mean of a non-negative variable) is integrated numerically next to the sampled mean.
 
 Both engines charge the jitter a device profile measured (``Efficiency.rank_jitter_sigma``,
-calibrate/bench_jitter.py) as the expected wait for the slowest rank (:func:`sync_wait_seconds`); the
+calibrate/collectives_bench.py) as the expected wait for the slowest rank (:func:`sync_wait_seconds`); the
 goodput simulation (sim/goodput.py) samples a :class:`Variability` a user gives per step.
 """
 

@@ -2,7 +2,7 @@
 
 A CPU profile measures what a launch costs inside a step over the benchmarks' back-to-back calls
 (``Efficiency.step_call_overhead_s``) after one gap of other kernels, and how that cost grows with
-the gap (``Efficiency.step_call_half_gap_s``; calibrate/bench_cold.py). What goes cold is the
+the gap (``Efficiency.step_call_half_gap_s``; calibrate/bench_memory.py). What goes cold is the
 kernel's code path at its shapes: the same matmul on other tensors keeps it warm. So an op's gap is
 the time since the last op of the same signature (kind, shapes, FLOPs and bytes; names aside) ran,
 taken as the micro-batch's forward + backward time over the number of such ops in the model: a layer

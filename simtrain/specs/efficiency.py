@@ -163,17 +163,17 @@ class Efficiency(Spec):
     writes; 0: not costed. oneDNN's CPU convolutions run on blocked layouts (nChw8c / nChw16c) or
     NHWC, so an NCHW input and output each get a reorder pass outside the kernel: a memory pass that
     does not overlap the compute, worth most on 1×1 and depthwise convolutions over large maps (few
-    FLOPs per byte). Measured as NCHW minus channels-last forward time (calibrate/bench_layout.py)."""
+    FLOPs per byte). Measured as NCHW minus channels-last forward time (calibrate/bench_memory.py)."""
     rng_draws_per_s: Annotated[float, Field(ge=0, le=1e15)] = 0.0
     """Random numbers per second the framework draws for dropout masks; 0: not costed. PyTorch on a
     CPU fills the mask with ``bernoulli_``, one Mersenne-Twister draw per element on one thread
     (≈ 8 ns each on an EPYC core: slower than the multiply it feeds by ~50×), before the elementwise
     pass; a GPU draws Philox numbers inside the memory-bound dropout kernel (not a separate cost).
-    Charged on each op's ``random_draws`` attribute in its forward (calibrate/bench_rng.py)."""
+    Charged on each op's ``random_draws`` attribute in its forward (calibrate/bench_memory.py)."""
     step_call_overhead_s: Annotated[float, Field(ge=0, le=1e-1)] = 0.0
     """Extra seconds each kernel launch costs inside a training step over the benchmarks' back-to-back
     calls: each op instance last ran a whole step earlier, so its code, branch history and address
-    translations are fetched again (calibrate/bench_cold.py: an 8×64 @ 64×64 matmul 12 µs slower
+    translations are fetched again (calibrate/bench_memory.py: an 8×64 @ 64×64 matmul 12 µs slower
     after 20 ms of other kernels, on this project's EPYC VM). Charged on every launch of the model's
     ops; not on the optimizer's, which repeat over the parameter tensors back to back as in their
     bench. 0: not costed (bench rows never pay it)."""
@@ -196,11 +196,11 @@ class Efficiency(Spec):
     first), as a step's own weights and activations do. What these bytes cost over the warm memory
     model is added to the phase's roofline, not overlapped with its compute
     (``cost.op_cost.cold_stall_seconds``). 0: the step is costed with the benchmarks' own (cache-warm)
-    memory model (calibrate/bench_cold.py)."""
+    memory model (calibrate/bench_memory.py)."""
     step_optimizer_s: Annotated[float, Field(ge=0, le=1)] = 0.0
     """Fixed cost of one ``optimizer.step()`` inside a training step beyond what the optimizer benches
     time back to back: its Python and dispatch code, cold after the forward and backward (≈ 0.4 ms
-    here, whatever the tensor count; calibrate/bench_cold.py). Where set (> 0) the update's stream is
+    here, whatever the tensor count; calibrate/bench_memory.py). Where set (> 0) the update's stream is
     priced at the memory model the optimizer benches fit — they time this very kernel on buffers larger
     than the cache, and ``opt.step()`` after each zoo model's backward ran at it (AdamW within −7 to
     +6 %) — instead of at ``step_cold_bytes_per_s`` (1.6–2.1× too slow for it); 0: a profile fitted
@@ -210,7 +210,7 @@ class Efficiency(Spec):
     to step (cost/variability.py). Ranks of a synchronous job meet at the gradient sync, so each step
     lasts as long as its slowest rank: the cost layer adds ``E[max of N ranks] − 1`` times a rank's
     forward + backward work as a wait inside the sync (two ranks: 2·Φ(σ/√2) − 1, ≈ 0.56·σ). Measured
-    by ranks sharing a host running the same work in lockstep (calibrate/bench_jitter.py,
+    by ranks sharing a host running the same work in lockstep (calibrate/collectives_bench.py,
     ``st.measure(colocated=N)``); 0: ranks finish together (datasheet devices)."""
     backward_compute: dict[OpClass, ComputeCurve] = Field(default_factory=dict)
     """Curves for the backward phases (activation- and weight-gradient) of classes whose backward

@@ -62,8 +62,14 @@ def test_cli_writes_trace_and_gantt(tmp_path, capsys):
                  "--contention"]) == 0
     assert "simtrain simulate" in capsys.readouterr().out
     assert json.loads(trace.read_text())["traceEvents"] and gantt.read_bytes()[:4] == b"\x89PNG"
+    # a missing folder is made, as the other verbs' --out do; a path that cannot be a folder is bad input
     assert main(["simulate", "--model", "gpt2", "--hardware", "dgx-a100-80gb", "--nodes", "1",
-                 "--gantt", str(tmp_path / "missing" / "g.png")]) == 2
+                 "--gantt", str(tmp_path / "new" / "g.png")]) == 0
+    assert (tmp_path / "new" / "g.png").read_bytes()[:4] == b"\x89PNG"
+    capsys.readouterr()
+    (tmp_path / "a-file").write_text("x")
+    assert main(["simulate", "--model", "gpt2", "--hardware", "dgx-a100-80gb", "--nodes", "1",
+                 "--gantt", str(tmp_path / "a-file" / "g.png")]) == 2
     assert "--gantt" in capsys.readouterr().err
 
 
