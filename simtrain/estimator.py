@@ -16,9 +16,8 @@ from __future__ import annotations
 import dataclasses
 
 from simtrain.cost.data_pipeline import pipeline_times
-from simtrain.cost.emulation import emulated_cluster, emulation_warning
+from simtrain.cost.emulation import emulation_warning
 from simtrain.cost.fpga import execution_problems
-from simtrain.cost.precision import regime
 from simtrain.cost.realisation import interference_s, realisation_lines
 from simtrain.errors import SimtrainError, SpecError
 from simtrain.graph.model import Model
@@ -31,11 +30,11 @@ from simtrain.parallel.program import Layout, RankProgram, _OpCoster, stage_prog
 from simtrain.parallel.schedule import pipeline_finish_s
 from simtrain.report.explain import bottleneck_of, comm_reports, compute_by_class, top_ops
 from simtrain.report.step_report import StepReport, full_load_watts
+from simtrain.resolve import Resolved, prepare_model, resolve
 from simtrain.specs.hardware import Cluster
-from simtrain.specs.stack import resolve_stack, stack_of
 from simtrain.specs.train import TrainConfig, layout_problems, resolve_dp
 
-__all__ = ["estimate", "build_program", "infeasible_report", "prepare_model"]
+__all__ = ["estimate", "build_program", "program_of", "infeasible_report", "prepare_model"]
 
 
 def infeasible_report(model: Model, cluster: Cluster, cfg: TrainConfig, reasons: list[str],
@@ -49,37 +48,19 @@ def infeasible_report(model: Model, cluster: Cluster, cfg: TrainConfig, reasons:
                       engine=engine)
 
 
-def prepare_model(model: Model, cfg: TrainConfig) -> Model:
-    """The model at cfg's sequence length, with cfg's attention kernel choice (fused "flash" or
-    materialised) when the config sets one and the stack's activation and loss kernels (fused SwiGLU
-    or eager; fused cross-entropy or upcast): rebuilt from its architecture spec (cached)."""
-    model = model.with_seq_len(cfg.seq_len)
-    spec = model.arch
-    arch = getattr(spec, "transformer", None)
-    if arch is None:
-        return model
-    update = {}
-    if cfg.flash_attention is not None and arch.flash_attention != cfg.flash_attention:
-        update["flash_attention"] = cfg.flash_attention
-    fused = stack_of(cfg).fused_activation and arch.activation == "swiglu"
-    if arch.fused_activation != fused:
-        update["fused_activation"] = fused
-    fused_loss = stack_of(cfg).loss_kernel == "fused"
-    if arch.fused_cross_entropy != fused_loss:
-        update["fused_cross_entropy"] = fused_loss
-    if not update:
-        return model
-    from simtrain.graph.model import build_model
-    new_spec = spec.model_copy(update={"transformer": arch.model_copy(update=update)})
-    if cfg.seq_len is not None and hasattr(new_spec, "with_seq_len") and new_spec.is_sequence_model:
-        new_spec = new_spec.with_seq_len(cfg.seq_len)
-    return build_model(new_spec)
-
-
 def build_program(model: Model, cluster: Cluster, cfg: TrainConfig, comm=None) -> RankProgram | list[str]:
-    """The per-rank program (one StageProgram per pipeline stage), or the reasons there is none."""
+    """The per-rank program (one StageProgram per pipeline stage), or the reasons there is none: an
+    entry of its own (plots, traces, the simulator's tests call it), so it resolves its inputs
+    (:func:`simtrain.resolve.resolve`) and builds from them (:func:`program_of`)."""
+    return program_of(resolve(model, cluster, cfg), comm)
+
+
+def program_of(r: Resolved, comm=None) -> RankProgram | list[str]:
+    """The per-rank program of resolved inputs: everything below reads the stack, the regime and the
+    device's profile from ``r`` (and the program it returns), never looking them up again."""
+    model, cluster, cfg = r.model, r.cluster, r.cfg
     reasons = layout_problems(cfg, cluster.devices_count, model) + execution_problems(
-        model, cluster, cfg, regime(cfg.precision).weight_bytes)
+        model, cluster, cfg, r.regime.weight_bytes)
     if reasons:
         return reasons
     dp, _ = resolve_dp(cfg, cluster.devices_count)
@@ -91,9 +72,9 @@ def build_program(model: Model, cluster: Cluster, cfg: TrainConfig, comm=None) -
                 f"{cfg.pp * cfg.virtual_stages} pipeline chunks"]
     if comm is None:
         from simtrain.parallel.comm import comm_for
-        comm = comm_for(cluster, lay, cfg)
-    reg = regime(cfg.precision)
-    coster = _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance, stack_of(cfg))
+        comm = comm_for(cluster, lay, cfg, r.efficiency)
+    coster = _OpCoster(cluster, r.regime, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance, cfg.stack,
+                       r.efficiency)
     stages, same = [], {}
     idx = model_index(model)
     for s in range(cfg.pp):
@@ -104,7 +85,7 @@ def build_program(model: Model, cluster: Cluster, cfg: TrainConfig, comm=None) -
         else:
             same[key] = stage_program(s, blocks, model, cluster, cfg, lay, comm, coster)
             stages.append(same[key])
-    return RankProgram(lay, tuple(stages), reg)
+    return RankProgram(lay, tuple(stages), r.regime, cfg, r.efficiency)
 
 
 def estimate(model: Model | str, cluster: Cluster | str, cfg: TrainConfig | dict, *, comm=None) -> StepReport:
@@ -114,15 +95,13 @@ def estimate(model: Model | str, cluster: Cluster | str, cfg: TrainConfig | dict
     dict of TrainConfig fields; an argument of another type raises :class:`SimtrainError`."""
     model, cluster, cfg = as_model(model), as_cluster(cluster), as_config(cfg)
     try:
-        cfg = resolve_stack(cfg, cluster.device)
-        cluster = emulated_cluster(cluster, regime(cfg.precision).matmul_dtype, cfg.emulate_precision)
-        model = prepare_model(model, cfg)
-        program = build_program(model, cluster, cfg, comm)
+        r = resolve(model, cluster, cfg)
+        program = program_of(r, comm)
     except (SpecError, SimtrainError) as err:
         return infeasible_report(model, cluster, cfg, [str(err)])
     if isinstance(program, list):
-        return infeasible_report(model, cluster, cfg, program)
-    return compose(model, cluster, cfg, program)
+        return infeasible_report(r.model, r.cluster, r.cfg, program)
+    return compose(r.model, r.cluster, r.cfg, program)
 
 
 def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgram,
@@ -139,8 +118,8 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     if finish_s is None:
         finish_s = pipeline_finish_s([st.forward_s / v for st in stages], [st.backward_s / v for st in stages], m,
                                      cfg.pipeline_schedule, v, [st.sync_before_s for st in stages])
-    waits = [_sync_wait_s(cluster, lay, st) for st in stages]
-    lines = [_realisation(cluster, cfg, lay, st, f) for st, f in zip(stages, finish_s, strict=True)]
+    waits = [_sync_wait_s(program.efficiency, lay, st) for st in stages]
+    lines = [_realisation(program, st, f) for st, f in zip(stages, finish_s, strict=True)]
     ends = [f + w + st.sync_after_s + st.optimizer_s + sum(x.values())
             for f, w, st, x in zip(finish_s, waits, stages, lines, strict=True)]
     last = max(range(len(stages)), key=ends.__getitem__)
@@ -166,7 +145,7 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
         price_per_device_hour=_value(cluster.device.price_per_hour), tdp_w=full_load_watts(cluster.device),
         idle_power_w=_value(cluster.device.idle_power_w),
         eval_time_per_step_s=_eval_per_step(cfg, slowest, lay), attention_flops=cfg.attention_flops, engine=engine,
-        stack=stack_of(cfg).name, sync_wait_s=waits[last], compute_by_class_s=compute_by_class(ender, m))
+        stack=program.cfg.stack.name, sync_wait_s=waits[last], compute_by_class_s=compute_by_class(ender, m))
     name, why = bottleneck_of(report, ender, data)
     object.__setattr__(report, "bottleneck", name)
     object.__setattr__(report, "bottleneck_reason", why)
@@ -179,14 +158,13 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     return report
 
 
-def _sync_wait_s(cluster: Cluster, lay: Layout, stage) -> float:
+def _sync_wait_s(eff, lay: Layout, stage) -> float:
     """The stage's expected wait for the slowest of the job's ranks at its gradient sync: its own
     forward + backward (+ recompute) work scaled by the device's measured jitter
     (``Efficiency.rank_jitter_sigma``; cost/variability.py). Every rank of a synchronous step is tied
     to every other through the collectives, so N is the whole job (dp · tp · pp · cp)."""
-    from simtrain.cost.compute import device_efficiency
     from simtrain.cost.variability import sync_wait_seconds
-    sigma = device_efficiency(cluster.device).rank_jitter_sigma
+    sigma = eff.rank_jitter_sigma
     work_s = lay.micro_batches * (stage.fw_s + stage.bw_s + stage.recompute_s)
     return sync_wait_seconds(work_s, lay.dp * lay.tp * lay.pp * lay.cp, sigma)
 
@@ -203,13 +181,12 @@ def _breakdown(ender, m: int, finish_s: float, wait_s: float) -> dict:
             "optimizer": ender.optimizer_s, "interference": interference}
 
 
-def _realisation(cluster: Cluster, cfg: TrainConfig, lay: Layout, stage, span_s: float) -> dict:
+def _realisation(program: RankProgram, stage, span_s: float) -> dict:
     """The stack's realisation lines of one pipeline rank (cost/realisation.py): idle gaps, host gaps
     and the wait for stragglers among the job's ranks."""
-    from simtrain.cost.compute import device_efficiency
-    sigma = device_efficiency(cluster.device).rank_jitter_sigma
-    return realisation_lines(stack_of(cfg), stage, lay.micro_batches, span_s, lay.dp * lay.tp * lay.pp * lay.cp,
-                             sigma)
+    lay = program.layout
+    return realisation_lines(program.cfg.stack, stage, lay.micro_batches, span_s,
+                             lay.dp * lay.tp * lay.pp * lay.cp, program.efficiency.rank_jitter_sigma)
 
 
 def _value(sourced):

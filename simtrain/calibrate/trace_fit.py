@@ -87,22 +87,19 @@ def group_factor(group: str) -> str:
 def stage_setup(model, cluster, cfg):
     """(prepared model, its program, the stage's op coster, its model-index items) of the traced run:
     one process (``pp`` = 1), as :func:`predicted_groups` and the per-op comparison price it."""
-    from simtrain.cost.emulation import emulated_cluster
-    from simtrain.cost.precision import regime
-    from simtrain.estimator import build_program, prepare_model
+    from simtrain.estimator import program_of
     from simtrain.parallel.model_index import model_index
     from simtrain.parallel.program import _OpCoster
-    from simtrain.specs.stack import resolve_stack, stack_of
-    cfg = resolve_stack(cfg)
+    from simtrain.resolve import resolve
+    r = resolve(model, cluster, cfg)
+    model, cluster, cfg = r.model, r.cluster, r.cfg
     if cfg.pp != 1:
         raise SpecError.one(None, "config.pp", "a profiler trace is one process: calibrate with pp = 1")
-    cluster = emulated_cluster(cluster, regime(cfg.precision).matmul_dtype, cfg.emulate_precision)
-    model = prepare_model(model, cfg)
-    program = build_program(model, cluster, cfg)
+    program = program_of(r)
     if isinstance(program, list):
         raise SpecError.one(None, "config", "the traced run is predicted infeasible: " + "; ".join(program)[:300])
     coster = _OpCoster(cluster, program.regime, program.layout, cfg.sequence_parallel, model, cfg.moe_load_imbalance,
-                       stack_of(cfg))
+                       r.stack, r.efficiency)
     return model, program, coster, model_index(model).items(program.stages[0].blocks)
 
 
@@ -111,9 +108,8 @@ def predicted_groups(model, cluster, cfg) -> dict[str, float]:
     ``other``: the rest of the estimated step (exposed communication, data stall, host-bound waits)."""
     from simtrain.estimator import estimate
     from simtrain.parallel.program import stage_compute
-    from simtrain.specs.stack import resolve_stack
-    cfg = resolve_stack(cfg)  # stage_compute reads the resolved stack knobs too
     _, program, coster, items = stage_setup(model, cluster, cfg)
+    cfg = program.cfg  # resolved once in stage_setup: stage_compute reads its stack knobs
     lay, stage = program.layout, program.stages[0]
     out: dict[str, float] = {}
     for cls in OpClass:

@@ -4,15 +4,13 @@ the collective algorithms (cost/collectives.py) for each group's logical topolog
 
 from __future__ import annotations
 
-from simtrain.cost.compute import device_efficiency
-
 __all__ = ["ClusterComm", "comm_for"]
 
 _POOL: dict[tuple, ClusterComm] = {}
 _POOL_MAX = 256
 
 
-def comm_for(cluster, layout, cfg) -> ClusterComm:
+def comm_for(cluster, layout, cfg, efficiency) -> ClusterComm:
     """A shared ClusterComm per (cluster object, layout, rank order, sequence parallelism): its
     memoised collective times then serve every estimate of a sweep over that layout."""
     key = (id(cluster), layout, cfg.rank_order, cfg.sequence_parallel)
@@ -20,16 +18,17 @@ def comm_for(cluster, layout, cfg) -> ClusterComm:
     if comm is None or comm.cluster is not cluster:  # id reuse after a cluster was freed
         if len(_POOL) >= _POOL_MAX:
             _POOL.clear()
-        comm = _POOL[key] = ClusterComm(cluster, layout, cfg)
+        comm = _POOL[key] = ClusterComm(cluster, layout, cfg, efficiency)
     return comm
 
 
 class ClusterComm:
     """Seconds of the collectives each parallel group issues on ``cluster`` under ``layout``."""
 
-    def __init__(self, cluster, layout, cfg) -> None:
+    def __init__(self, cluster, layout, cfg, efficiency) -> None:
+        """``efficiency``: the device's resolved profile (resolve.py)."""
         self.cluster, self.layout, self.cfg = cluster, layout, cfg
-        self.eff = device_efficiency(cluster.device)
+        self.eff = efficiency
         self._topo: dict[str, object] = {}
         self._cache: dict[tuple, float] = {}
 

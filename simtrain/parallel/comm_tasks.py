@@ -46,7 +46,6 @@ from simtrain.cost.precision import Regime
 from simtrain.glossary import PipelineSchedule
 from simtrain.graph.op import Op
 from simtrain.parallel.recompute import early_stop_skips, recomputed_count
-from simtrain.specs.stack import stack_of
 
 __all__ = ["CommTask", "microbatch_comm", "step_comm"]
 
@@ -94,7 +93,7 @@ def _tp_tasks(ops, cfg, lay, reg, comm, skip: frozenset[str] = frozenset()) -> l
             bw, bw_n = bw + n * in_bytes, bw_n + n
     out = []
     kind = "allgather+reducescatter" if cfg.sequence_parallel else "allreduce"
-    stack = stack_of(cfg)
+    stack = cfg.stack
 
     def task(phase: str, nbytes: float, count: int) -> CommTask:
         # TP comm overlap (Megatron-Core --tp-comm-overlap, async TP) hides a share behind the GEMMs
@@ -171,7 +170,7 @@ def _pp_tasks(last, cfg, lay, reg, comm, stage: int) -> list:
     sec = comm.pp_send_s(boundary, stage)
     # each of the v chunks of a stage sends its activation on and its gradient back once per micro-batch;
     # under the interleaved schedule the stack may post them before the next chunk's compute
-    stack = stack_of(cfg)
+    stack = cfg.stack
     share = stack.pp_comm_overlap if cfg.pipeline_schedule == PipelineSchedule.INTERLEAVED else 0.0
     return [CommTask("pp", "send", phase, boundary, sec, lay.v, overlap_s=share * sec * lay.v,
                      slowdown=stack.comm_compute_slowdown if share else 0.0) for phase in ("fw", "bw")]
@@ -218,7 +217,7 @@ def _fsdp_tasks(pm, cfg, lay, reg: Regime, comm, fw_s: float, bw_s: float, layer
     duration with the ops' own collectives)."""
     if cfg.zero_stage < 3 or lay.dp * lay.cp == 1 or pm.trainable_count == 0:
         return []
-    stack = stack_of(cfg)
+    stack = cfg.stack
     param_bytes = _gathered_bytes(pm, stack, reg)
     layers = max(1, layers)
     g = comm.dp_s("allgather", param_bytes / layers)
@@ -270,7 +269,7 @@ def step_comm(pm, cfg, lay, reg: Regime, comm, fw_task_s: float, bw_task_s: floa
     group = lay.dp * lay.cp
     if group == 1 or pm.trainable_count == 0:
         return ()
-    stack = stack_of(cfg)
+    stack = cfg.stack
     slow = stack.comm_compute_slowdown
     grad_bytes = pm.trainable_count * reduced_grad_bytes(stack, reg)
     hide = max(0.0, bw_task_s - gather_s)

@@ -21,7 +21,6 @@ from simtrain.parallel.model_index import model_index
 from simtrain.parallel.recompute import op_sac_roles, recomputed_blocks
 from simtrain.parallel.schedule import in_flight_microbatches
 from simtrain.report.step_report import MemoryReport
-from simtrain.specs.stack import stack_of
 
 __all__ = ["stage_memory", "stage_memories"]
 
@@ -29,7 +28,7 @@ __all__ = ["stage_memory", "stage_memories"]
 def _activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]:
     """(saved bytes per micro-batch, transient backward working bytes) of the stage's ranks, times the
     stack's ``transient_memory_scale`` (a calibrated correction; 1 by default)."""
-    scale = stack_of(cfg).transient_memory_scale
+    scale = cfg.stack.transient_memory_scale
     per_mb, working = _unscaled_activations_and_working(stage, model, cfg, lay, reg)
     return per_mb * scale, working * scale
 
@@ -42,7 +41,7 @@ def _unscaled_activations_and_working(stage, model, cfg, lay, reg) -> tuple[floa
     # two moments of the backward, not one: at its start the loss's fp32 logits gradient lives beside the
     # saved log-probabilities (counted with the activations); the largest op's gradients come later, once
     # the log-probabilities and the logits' gradients are freed (cast back, consumed by the head)
-    loss_grads = LOSS_FP32_GRADIENTS[stack_of(cfg).loss_kernel]
+    loss_grads = LOSS_FP32_GRADIENTS[cfg.stack.loss_kernel]
     working = max(largest_gradient_bytes(ops, micro, reg, lay.tp, sp, lay.ep),
                   loss_grads * fp32_logits_grad_bytes(ops, micro, reg, lay.tp, counts))
     if recompute == "selective-op":
@@ -91,15 +90,17 @@ def _op_sac_activations(stage, model, lay, reg, sp: bool, working: float) -> tup
 
 
 def stage_memories(model, cluster, cfg, program) -> list[MemoryReport]:
-    """Memory of every stage; stages with the same ops share the per-micro-batch work."""
+    """Memory of every stage; stages with the same ops share the per-micro-batch work. The settings
+    are the program's resolved config (``program.cfg``; ``cfg`` only for a hand-made program)."""
+    cfg = program.cfg if program.cfg is not None else cfg
     idx, lay = model_index(model), program.layout
     # pure in these inputs, so kept with the model across estimates (a sweep revisits them); the
     # stack's loss kernel is among them; its other memory knobs (reserve, workspace, fsdp prefetch) and the ZeRO degree dp · cp act in
     # stage_memory / the program's param memory, outside this memo, so they need no place in its key
     setting = (lay.micro_batch, lay.cp, lay.tp, lay.ep, cfg.sequence_parallel, str(cfg.recompute),
                None if cfg.recompute_modules is None else tuple(cfg.recompute_modules), cfg.recompute_num_layers,
-               cfg.recompute_every_k_blocks, program.regime.precision, stack_of(cfg).loss_kernel,
-               stack_of(cfg).transient_memory_scale)
+               cfg.recompute_every_k_blocks, program.regime.precision, cfg.stack.loss_kernel,
+               cfg.stack.transient_memory_scale)
     memo = idx.memo.setdefault(("activations", setting), {})
     out = []
     for st in program.stages:
@@ -111,12 +112,13 @@ def stage_memories(model, cluster, cfg, program) -> list[MemoryReport]:
 
 
 def stage_memory(stage, model, cluster, cfg, program, per_mb_and_working=None) -> MemoryReport:
+    cfg = program.cfg if program.cfg is not None else cfg
     lay, reg = program.layout, program.regime
     per_mb, buffers = per_mb_and_working or _activations_and_working(stage, model, cfg, lay, reg)
     in_flight = in_flight_microbatches(stage.stage, lay.pp, lay.micro_batches, cfg.pipeline_schedule, lay.v)
     sample_bytes = cfg.data.device_bytes_per_sample or cfg.data.sample_bytes or 0.0
     buffers += sample_bytes * lay.micro_batch * (2 if cfg.data.pin_memory and cfg.data.prefetch else 1)
-    stack = stack_of(cfg)
+    stack = cfg.stack
     store = cluster.device.memory_external
     if cfg.zero_stage >= 3 and store is None:  # a streaming device holds no weights to shard and gather
         window = stack.fsdp_prefetch_layers if cfg.reshard_after_forward else len(stage.blocks)

@@ -14,7 +14,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 
-from simtrain.cost.compute import cold_call_scale, device_efficiency, issue_bound, memory_seconds
+from simtrain.cost.compute import cold_call_scale, issue_bound, memory_seconds
 from simtrain.cost.memory import ParamMemory, param_memory
 from simtrain.cost.op_cost import OpCost, op_cost, saved_bytes
 from simtrain.cost.optimizer import (
@@ -24,7 +24,7 @@ from simtrain.cost.optimizer import (
     step_overhead_seconds,
     tensor_overhead_seconds,
 )
-from simtrain.cost.precision import Regime, regime
+from simtrain.cost.precision import Regime
 from simtrain.cost.realisation import attention_realised
 from simtrain.graph.model import Model
 from simtrain.graph.op import Op
@@ -39,8 +39,9 @@ from simtrain.parallel.recompute import (
     recomputed_count,
     selected,
 )
+from simtrain.specs.efficiency import Efficiency
 from simtrain.specs.hardware import Cluster
-from simtrain.specs.stack import Stack, stack_of
+from simtrain.specs.stack import Stack
 from simtrain.specs.train import TrainConfig
 
 __all__ = ["CommTask", "StageProgram", "RankProgram", "Layout", "stage_program", "stage_compute"]
@@ -122,18 +123,22 @@ class RankProgram:
     layout: Layout
     stages: tuple[StageProgram, ...]
     regime: Regime
+    cfg: TrainConfig | None = None
+    """The resolved config the program was built from (its ``stack`` the resolved Stack: resolve.py)."""
+    efficiency: Efficiency | None = None
+    """The device's effective profile it was costed with (resolve.py)."""
 
 
 class _OpCoster:
     """Memoised op costs for one (device, regime, layout), kept with the model's index so a sweep
     re-uses them across estimates (keyed by the device object itself, which is immutable)."""
 
-    def __init__(self, cluster: Cluster, reg: Regime, lay: Layout, sp: bool, model: Model | None = None,
-                 moe_imbalance: float = 1.0, stack: Stack | None = None) -> None:
+    def __init__(self, cluster: Cluster, reg: Regime, lay: Layout, sp: bool, model: Model | None, moe_imbalance: float,
+                 stack: Stack, efficiency: Efficiency) -> None:
+        """``stack`` and ``efficiency``: the resolved ones (resolve.py), never looked up here."""
         self.device, self.reg, self.lay, self.sp, self.imbalance = cluster.device, reg, lay, sp, moe_imbalance
         self.stack, self.model = stack, model
-        self.eff = attention_realised(device_efficiency(cluster.device),
-                                      stack.attention_realisation if stack is not None else 1.0)
+        self.eff = attention_realised(efficiency, stack.attention_realisation)
         self.micro = lay.micro_batch / lay.cp  # context parallelism splits every sequence cp ways
         key = ("costs", id(self.device), reg.precision, self.micro, lay.tp, sp, lay.ep, moe_imbalance, stack)
         memo = model_index(model).memo if model is not None else {}
@@ -209,11 +214,11 @@ def _setting_key(cfg: TrainConfig) -> tuple:
     return (str(cfg.recompute), modules, cfg.recompute_num_layers, cfg.recompute_every_k_blocks, cfg.sequence_parallel, str(cfg.precision),
             str(cfg.optimizer), cfg.fused_optimizer, cfg.optimizer_impl, "fused_optimizer" in cfg.model_fields_set,
             cfg.zero_stage, cfg.reshard_after_forward, tuple(cfg.frozen_prefixes), cfg.dp_overlap,
-            cfg.dp_bucket_bytes, cfg.moe_load_imbalance, stack_of(cfg), cfg.grad_clipping, cfg.zero_grad_to_none)
+            cfg.dp_bucket_bytes, cfg.moe_load_imbalance, cfg.stack, cfg.grad_clipping, cfg.zero_grad_to_none)
 
 
 def stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cluster, cfg: TrainConfig,
-                  lay: Layout, comm, coster: _OpCoster | None = None) -> StageProgram:
+                  lay: Layout, comm, coster: _OpCoster) -> StageProgram:
     """Cost one stage (memoised with the model: a pure function of the blocks, layout, settings,
     device and communication model)."""
     memo = model_index(model).memo
@@ -229,11 +234,10 @@ def stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cl
 
 
 def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cluster, cfg: TrainConfig,
-                   lay: Layout, comm, coster: _OpCoster | None = None) -> StageProgram:
-    """Cost one stage: compute by phase, its collectives, dp sync and optimizer."""
-    reg = coster.reg if coster else regime(cfg.precision)
-    stack = stack_of(cfg)
-    coster = coster or _OpCoster(cluster, reg, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance, stack)
+                   lay: Layout, comm, coster: _OpCoster) -> StageProgram:
+    """Cost one stage: compute by phase, its collectives, dp sync and optimizer (``cfg`` resolved:
+    its stack is ``cfg.stack``)."""
+    reg, stack = coster.reg, cfg.stack
     items = model_index(model).items(blocks)
     fw, bw, rc, fwf, bwf, rcf, mem, fwk, bwk, rck, times = stage_compute(items, cfg, coster)
     pm = _param_memory(model, blocks, items, cfg, lay, reg)
@@ -311,7 +315,7 @@ def _param_memory(model: Model, blocks, items, cfg: TrainConfig, lay: Layout, re
     idx = model_index(model)
     key = ("params", blocks, lay.tp, lay.ep, lay.dp, lay.cp, cfg.sequence_parallel, cfg.zero_stage,
            str(cfg.optimizer), reg.precision, tuple(cfg.frozen_prefixes), lay.micro_batches > 1,
-           stack_of(cfg).grad_fp32_buffer)
+           cfg.stack.grad_fp32_buffer)
     pm = idx.memo.get(key)
     if pm is None:
         pm = idx.memo[key] = _param_memory_uncached(model, blocks, items, cfg, lay, reg)
@@ -329,7 +333,7 @@ def _param_memory_uncached(model: Model, blocks, items, cfg: TrainConfig, lay: L
     # ZeRO / FSDP shard over dp · cp (cost/memory.py zero_degree); Megatron's main_grad per the stack
     return param_memory(ops, reg, cfg.optimizer, tp=lay.tp, sp=cfg.sequence_parallel, ep=lay.ep, dp=lay.dp,
                         cp=lay.cp, zero_stage=cfg.zero_stage, frozen_prefixes=tuple(cfg.frozen_prefixes),
-                        accumulating=lay.micro_batches > 1, grad_fp32_buffer=stack_of(cfg).grad_fp32_buffer)
+                        accumulating=lay.micro_batches > 1, grad_fp32_buffer=cfg.stack.grad_fp32_buffer)
 
 
 def _dp_grad_copy_bytes(trainable: float, cfg: TrainConfig, lay: Layout, grad_pass: float) -> float:
@@ -338,7 +342,7 @@ def _dp_grad_copy_bytes(trainable: float, cfg: TrainConfig, lay: Layout, grad_pa
     and back), when the gradients are reduced over dp · cp > 1 ranks."""
     if lay.dp * lay.cp == 1:
         return 0.0
-    return stack_of(cfg).dp_grad_copy_passes * grad_pass * 4.0 * trainable
+    return cfg.stack.dp_grad_copy_passes * grad_pass * 4.0 * trainable
 
 
 def _update_seconds(stream_bytes: float, copy_bytes: float, coster: _OpCoster) -> float:

@@ -111,9 +111,8 @@ def _tail_of(ops) -> list[str]:
 
 def early_stop_skips(cfg, model) -> frozenset[str]:
     """The ops full recomputation skips under the stack's early-stopping checkpoint
-    (``Stack.recompute_early_stop``); none otherwise."""
-    from simtrain.specs.stack import stack_of
-    if model is None or str(cfg.recompute) != "full" or not stack_of(cfg).recompute_early_stop:
+    (``Stack.recompute_early_stop``; ``cfg`` resolved); none otherwise."""
+    if model is None or str(cfg.recompute) != "full" or not cfg.stack.recompute_early_stop:
         return frozenset()
     return early_stop_tail(model)
 

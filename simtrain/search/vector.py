@@ -59,6 +59,8 @@ class _Setting:
     peak_flops_per_s: float
     idle: float = 0.0
     """The stack's idle share (``Stack.idle_gap_fraction``): every rank's span stretched by it."""
+    eff: object = None
+    """The device's resolved efficiency profile (resolve.py)."""
     knobs = ("prefetch", "slow", "host_dispatch_s", "waits", "zero", "dp_overlap", "overhead", "reserve",
              "workspace", "flops_per_sample", "peak_flops_per_s", "idle")
 
@@ -67,15 +69,17 @@ def _code(table: dict, value) -> int:
     return table.setdefault(value, len(table))
 
 
-def _vectorizable(cfg, cluster) -> bool:
-    """Settings the factoring covers exactly (anything else: the scalar estimate per point)."""
+def _vectorizable(r) -> bool:
+    """Settings the factoring covers exactly (anything else: the scalar estimate per point); ``r`` the
+    point's resolved inputs (resolve.py)."""
+    cfg, cluster = r.cfg, r.cluster
     d = cfg.data
     data_free = d.sample_bytes is None and d.device_bytes_per_sample is None and d.transform_seconds_per_sample == 0
     return (data_free and not cfg.frozen_prefixes and cfg.recompute_num_layers is None
             and str(cfg.recompute) != "selective-op"
             and cfg.recompute_every_k_blocks is None and cluster.device.memory_external is None
             and cfg.first_stage_layers is None and cfg.last_stage_layers is None and cfg.reshard_after_forward
-            and _jitter_free(cluster.device) and _step_scaled(cfg))
+            and r.efficiency.rank_jitter_sigma == 0.0 and _step_scaled(cfg))
 
 
 def _step_scaled(cfg) -> bool:
@@ -83,36 +87,24 @@ def _step_scaled(cfg) -> bool:
     factoring stretches each rank's span by it (vector_core.evaluate_group); host gaps and stragglers it
     has no term for."""
     from simtrain.cost.realisation import step_scaled
-    from simtrain.specs.stack import stack_of
-    return step_scaled(stack_of(cfg))
-
-
-def _jitter_free(device) -> bool:
-    """No measured rank jitter: the factoring has no term for the wait for the slowest rank."""
-    from simtrain.cost.compute import device_efficiency
-    return device_efficiency(device).rank_jitter_sigma == 0.0
+    return step_scaled(cfg.stack)
 
 
 def _setting(model, cluster, fields: dict, tables: dict):
     """(_Setting, None) or (None, reason) or ("scalar", None) for one settings combination."""
     from simtrain.cost.compute import matrix_peak_flops_per_s
-    from simtrain.cost.emulation import emulated_cluster
-    from simtrain.cost.precision import regime
-    from simtrain.estimator import _model_flops_per_sample, prepare_model
+    from simtrain.estimator import _model_flops_per_sample
     from simtrain.parallel.memory_plan import overhead_fraction
-    from simtrain.specs.stack import resolve_stack, stack_of
+    from simtrain.resolve import resolve
     from simtrain.specs.train import TrainConfig
     try:
-        cfg = resolve_stack(TrainConfig.build(None, **fields), cluster.device)
-        reg = regime(cfg.precision)
-        if emulated_cluster(cluster, reg.matmul_dtype, cfg.emulate_precision) is not cluster or \
-                not _vectorizable(cfg, cluster):
+        r = resolve(model, cluster, TrainConfig.build(None, **fields))
+        if r.cluster is not cluster or not _vectorizable(r):  # emulated precision: the scalar path
             return "scalar", None
-        prepared = prepare_model(model, cfg)
+        cfg, reg, prepared, stack = r.cfg, r.regime, r.model, r.stack
         peak = matrix_peak_flops_per_s(cluster.device, reg.matmul_dtype)
     except (SpecError, SimtrainError) as err:
         return None, str(err)
-    stack = stack_of(cfg)
     variant = _code(tables.setdefault("variant", {}), id(prepared))
     mods = None if cfg.recompute_modules is None else tuple(cfg.recompute_modules)
     # which settings each piece reads (parallel/program.py _setting_key, split by piece)
@@ -138,7 +130,8 @@ def _setting(model, cluster, fields: dict, tables: dict):
                     stack.gpu_waits_on_cpu, cfg.zero_stage, cfg.dp_overlap,
                     overhead_fraction(cfg, stack) * cluster.device.usable_memory_bytes,
                     stack.allocator_reserve_fraction, stack.workspace_bytes,
-                    _model_flops_per_sample(prepared, cfg.attention_flops), peak, stack.idle_gap_fraction), None
+                    _model_flops_per_sample(prepared, cfg.attention_flops), peak, stack.idle_gap_fraction,
+                    r.efficiency), None
 
 
 def _layout_scalar(model, cluster, base: dict, fields: dict):

@@ -42,7 +42,6 @@ from simtrain.parallel.program import (
 from simtrain.parallel.schedule import in_flight_microbatches
 from simtrain.report.step_report import reserved_bytes_of
 from simtrain.search.vector_pipeline import pipeline_finish_many
-from simtrain.specs.stack import stack_of
 
 __all__ = ["evaluate_group", "factor"]
 
@@ -82,8 +81,8 @@ class _Group:
         key = (dp, tp, cp, ep, sp)
         comm = self.comms.get(key)
         if comm is None:
-            comm = self.comms[key] = ClusterComm(self.cluster, lay, cfg)
-        coster = _OpCoster(self.cluster, s.reg, lay, sp, self.model, cfg.moe_load_imbalance, stack_of(cfg))
+            comm = self.comms[key] = ClusterComm(self.cluster, lay, cfg, s.eff)
+        coster = _OpCoster(self.cluster, s.reg, lay, sp, self.model, cfg.moe_load_imbalance, cfg.stack, s.eff)
         return cfg, lay, comm, coster, s
 
     def piece(self, name: str, cols: list[str], fn, extra=()) -> dict[str, np.ndarray]:
@@ -140,7 +139,7 @@ def _dp_side(g: _Group, blocks) -> dict:
             out.update(fsdp=True, g_s=gathers[0].seconds, layers=gathers[0].count)
         if cfg.zero_stage >= 3:
             out["gathered"] = gathered_params_bytes(SimpleNamespace(blocks=blocks), g.model, cfg, lay, s.reg,
-                                                    stack_of(cfg).fsdp_prefetch_layers)
+                                                    cfg.stack.fsdp_prefetch_layers)
         return out
     g.c["accum"] = g.m > 1
     return g.piece("dp", ["tp", "ep", "dp", "cp", "sp", "accum", "sig_d"], fn,

@@ -69,16 +69,16 @@ def simulate(model, cluster, cfg, *, granularity: str = "chunk", contention: boo
     ``steps``: steps simulated back to back (the report's step is the first; with an EvalConfig and
     at least ``every_steps`` steps the evaluations run too, and ``eval_time_per_step_s`` is theirs)."""
     from simtrain.errors import SimtrainError, SpecError
-    from simtrain.estimator import build_program, infeasible_report, prepare_model
+    from simtrain.estimator import infeasible_report, program_of
     from simtrain.inputs import as_cluster, as_config, as_model
     from simtrain.parallel.memory_plan import stage_memories
-    from simtrain.specs.stack import resolve_stack
+    from simtrain.resolve import resolve
     model, cluster, cfg = as_model(model), as_cluster(cluster), as_config(cfg)
     _check_arguments(granularity, steps)
     try:
-        cfg = resolve_stack(cfg, cluster.device)
-        model = prepare_model(model, cfg)
-        program = build_program(model, cluster, cfg)
+        r = resolve(model, cluster, cfg)
+        model, cluster, cfg = r.model, r.cluster, r.cfg
+        program = program_of(r)
         if isinstance(program, list):
             return infeasible_report(model, cluster, cfg, program, engine="simulate")
         opts = _options(cluster, cfg, program, granularity, contention, speed, trace)

@@ -97,7 +97,7 @@ def test_ep_alltoall_bytes_are_the_routed_tokens_hand_derived():
     tasks = _ep_tasks_of(program)
     assert [(t.phase, t.kind, t.bytes, t.count) for t in tasks] == [("fw", "alltoall", 512.0, 4),
                                                                       ("bw", "alltoall", 512.0, 4)]
-    comm = comm_for(cluster, program.layout, cfg)
+    comm = comm_for(cluster, program.layout, cfg, program.efficiency)
     one = collective_time("alltoall", 512.0, comm.topology("ep"), efficiency=comm.eff)
     assert one.ranks == 2
     # S includes the rank's own share; the collective sends (ep − 1)/ep of it, once
