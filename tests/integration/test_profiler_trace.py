@@ -2,7 +2,7 @@
 which then apply to model B (a small conv net): the factors change B's predicted class times exactly
 as hand-derived (compute leg ÷ factor), and the CLI writes the same kind of calibration. Only bounds
 that a noisy, busy 2-core machine always meets: no timing accuracy is asserted here (that is the
-validation report's job, validation/trace_transfer.py)."""
+validation report's job, validation/lab/trace_transfer.py)."""
 
 from __future__ import annotations
 

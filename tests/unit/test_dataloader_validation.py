@@ -1,11 +1,20 @@
-"""validation/dataloader_stalls.py's prediction and reporting logic on injected measurements
+"""validation/lab/dataloader_stalls.py's prediction and reporting logic on injected measurements
 (no DataLoader runs here: hand-derived stalls for both engines, error arithmetic, the report)."""
 
 from __future__ import annotations
 
 import pytest
 
-from validation.dataloader_stalls import Case, Measured, Row, grid, handoff_s, markdown, predict, summarise
+from validation.lab.dataloader_stalls import (
+    Case,
+    Measured,
+    Row,
+    grid,
+    handoff_s,
+    markdown,
+    predict,
+    summarise,
+)
 
 
 def _m(stall, compute=0.02, transform=0.0025, steps=10):

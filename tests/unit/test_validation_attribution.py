@@ -1,4 +1,4 @@
-"""validation/attribution.py: which fitted quantities carry two calibrations' difference."""
+"""validation/lab/attribution.py: which fitted quantities carry two calibrations' difference."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import simtrain as st
 from simtrain.glossary import OpClass
 from simtrain.specs.hardware import ComputeCurve, Efficiency
 from simtrain.specs.library import load_device
-from validation.attribution import attribution, attribution_lines, swaps
+from validation.lab.attribution import attribution, attribution_lines, swaps
 
 
 def _eff(**extra) -> Efficiency:

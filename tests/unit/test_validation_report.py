@@ -76,7 +76,7 @@ def test_row_shift_is_the_median_ratio_of_matching_benchmarks_per_bench():
     from simtrain.calibrate.machine import MachineFacts
     from simtrain.calibrate.records import Measurements, Row
     from simtrain.glossary import DType, OpClass
-    from validation.repeatability import row_shift
+    from validation.lab.repeatability import row_shift
 
     def row(bench, t, **params):
         return Row(bench, OpClass.MATMUL, DType.FP32, params, 1.0, 1.0, t, t, t, 3)
@@ -110,7 +110,7 @@ def test_pass_speed_is_each_pass_over_the_benchmarks_median_across_passes():
     faster. Medians across passes: m=1 → 1.0, m=2 → 2.0. Pass 1: ratios 1, 1 → 1.0; pass 2: 2, 2 → 2.0;
     pass 3: 0.9 and 1.0 → median 0.95. A benchmark missing from one pass is left out."""
     from simtrain.calibrate.records import Measurements
-    from validation.repeatability import pass_speed
+    from validation.lab.repeatability import pass_speed
     facts = _facts()
     p1 = Measurements((_gemm(1.0, 1), _gemm(2.0, 2), _gemm(5.0, 5)), facts)
     p2 = Measurements((_gemm(2.0, 1), _gemm(4.0, 2)), facts)
@@ -122,7 +122,7 @@ def test_pass_speed_is_each_pass_over_the_benchmarks_median_across_passes():
 
 def test_spread_is_the_largest_difference_between_consecutive_calibrations():
     """A 100, B 110, C 99: A→B 10 %, B→C 11/99 = 11.1 %; A and C (1 % apart) are not neighbours."""
-    from validation.repeatability import _markdown, spread
+    from validation.lab.repeatability import _markdown, spread
     row = {"case": "m", "unseen": False, "predicted_s": {"A": 0.100, "B": 0.110, "C": 0.099}}
     assert spread(row) == pytest.approx(0.011 / 0.099)
     md = _markdown([row], {"machine": "x", "threads": 2, "grid": "full", "passes": [5, 5, 5], "when": "d",
@@ -133,7 +133,7 @@ def test_spread_is_the_largest_difference_between_consecutive_calibrations():
 
 
 def test_deal_splits_passes_in_runs_or_in_turn():
-    from validation.repeatability import deal
+    from validation.lab.repeatability import deal
     passes = list(range(1, 7))
     assert deal(passes, 2) == [[1, 2, 3], [4, 5, 6]]
     assert deal(passes, 3) == [[1, 2], [3, 4], [5, 6]]
@@ -146,7 +146,7 @@ def test_deal_splits_passes_in_runs_or_in_turn():
                                   ["--pass-dir", "x", "--sets", "27"], ["--pass-dir", "x", "--passes", "0"]])
 def test_repeatability_refuses_options_it_cannot_honour(argv, capsys):
     """Exit 2 with argparse's message before measuring anything."""
-    from validation.repeatability import main
+    from validation.lab.repeatability import main
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 2 and "--" in capsys.readouterr().err
@@ -176,7 +176,7 @@ def test_by_mode_fits_every_set_at_the_same_stated_mix(monkeypatch):
 
     from simtrain.calibrate.records import Measurements, Row
     from simtrain.glossary import DType, OpClass
-    from validation import repeatability as rep
+    from validation.lab import repeatability as rep
 
     def _reading(after, passes):
         return Row("sentinel_dispatch", None, DType.FP32, {"after": after}, 0.0, 0.0, passes[1], min(passes),

@@ -1,7 +1,7 @@
 """Small models a new user trains first, predicted from this machine's profile (issue 12).
 
-    python -m validation.small_models [--profile P.yaml] [--half-gap-from M.json] [--processes 3]
-                                      [--out DIR]
+    python -m validation.lab.small_models [--profile P.yaml] [--half-gap-from M.json] [--processes 3]
+                                          [--out DIR]
 
 The zoo's steps take 13–140 ms here; a user's first models often take 0.3–4 ms: an MNIST MLP, a
 reinforcement-learning policy, a tabular classifier, a deep narrow MLP, an MNIST CNN, and two chains
@@ -103,9 +103,9 @@ def time_cases(rounds: int, steps: int, threads: int) -> dict[str, float]:
 
 
 def _processes(n: int, rounds: int, steps: int, threads: int) -> list[dict[str, float]]:
-    cmd = [sys.executable, "-m", "validation.small_models", "--child", "--rounds", str(rounds),
+    cmd = [sys.executable, "-m", "validation.lab.small_models", "--child", "--rounds", str(rounds),
            "--steps", str(steps), "--threads", str(threads)]
-    root = Path(__file__).resolve().parents[1]  # where ``validation`` imports from, whatever the caller's cwd
+    root = Path(__file__).resolve().parents[2]  # where ``validation`` imports from, whatever the caller's cwd
     return [json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=root).stdout)
             for _ in range(n)]
 

@@ -13,8 +13,8 @@ A (no trace) carries. When even that does not improve B, A's and B's errors are 
 factor fitted on A alone can be expected to help B on average; the report shows it per family
 (MLPs, CNNs, transformers), where shared kernels make shared errors likelier.
 
-    python -m validation.trace_transfer [--trials 3] [--out validation/results/trace-transfer.md]
-                                        [--ops-out validation/results/trace-ops.md]
+    python -m validation.lab.trace_transfer [--trials 3] [--out validation/results/trace-transfer.md]
+                                            [--ops-out validation/results/trace-ops.md]
 
 ``--ops-out`` also writes, from the first trial's traces, each model's ops furthest from their
 prediction (:func:`simtrain.calibrate.trace_fit.compare_ops`) and its per-class measured and
@@ -44,11 +44,11 @@ from validation.workloads import unseen_workloads, workloads
 
 __all__ = ["main", "run_trial", "summarise"]
 
-HERE = Path(__file__).resolve().parent
+RESULTS = Path(__file__).resolve().parents[1] / "results"  # validation/results (this file is in validation/lab/)
 _STEADY = 1.2
 """A trial is steady when the sentinel moved ≤ 20 % during it and ran ≤ 20 % slower than its quickest
 sample over the run (``ref_s``)."""
-DEFAULT_HARDWARE = HERE / "results" / "profile-amd-epyc-2c.yaml"
+DEFAULT_HARDWARE = RESULTS / "profile-amd-epyc-2c.yaml"
 FAMILY = {"mlp": "mlp", "wide_mlp": "mlp", "cnn_bn": "cnn", "resnet18": "cnn", "mobilenet": "cnn",
           "invres": "cnn", "resnext": "cnn", "gpt": "transformer", "bert": "transformer", "vit": "transformer",
           "moe": "transformer", "mha_tf": "transformer", "patch_mixer": "transformer"}
@@ -229,7 +229,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=10, help="timed steps per measurement")
     p.add_argument("--hardware", default=str(DEFAULT_HARDWARE))
     p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for a quiet machine before a trial")
-    p.add_argument("--out", type=Path, default=HERE / "results" / "trace-transfer.md")
+    p.add_argument("--out", type=Path, default=RESULTS / "trace-transfer.md")
     p.add_argument("--ops-out", type=Path, help="also write the first trial's op-by-op comparison here")
     args = p.parse_args(argv)
     cluster = st.Cluster.single(st.load_device(args.hardware))

@@ -18,7 +18,7 @@ Predictions: the simulator's DataLoader process (:func:`simtrain.sim.dataloader.
 what ``st.simulate`` runs for ``TrainConfig.data``), averaged over the same step window of a run of the
 same length, and the closed form (:func:`simtrain.cost.data_pipeline.pipeline_times`, steady state).
 
-    python -m validation.dataloader_stalls [--steps 24] [--out validation/results/dataloader-stalls.md]
+    python -m validation.lab.dataloader_stalls [--steps 24] [--out validation/results/dataloader-stalls.md]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 
 __all__ = ["Case", "Measured", "Row", "grid", "measure_case", "predict", "handoff_s", "summarise", "markdown", "main"]
 
-HERE = Path(__file__).resolve().parent
+RESULTS = Path(__file__).resolve().parents[1] / "results"  # validation/results (this file is in validation/lab/)
 RATIOS = (0.25, 1.0, 4.0)
 WORKERS = (0, 1, 2, 4)
 PREFETCH = (1, 2)
@@ -255,7 +255,7 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=24, help="measured steps per case (after warm-up)")
     p.add_argument("--compute-ms", type=float, default=20.0)
     p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--out", type=Path, default=HERE / "results" / "dataloader-stalls.md")
+    p.add_argument("--out", type=Path, default=RESULTS / "dataloader-stalls.md")
     args = p.parse_args(argv)
     import warnings
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")  # 4 workers on 2 cores: intended

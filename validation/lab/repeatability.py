@@ -1,7 +1,7 @@
 """Do two calibrations of this machine, run back to back, predict the same step times? (issue 12)
 
-    python -m validation.repeatability [--out DIR] [--measurements A.json B.json] [--grid full]
-    python -m validation.repeatability --pass-dir DIR --sets K --passes N
+    python -m validation.lab.repeatability [--out DIR] [--measurements A.json B.json] [--grid full]
+    python -m validation.lab.repeatability --pass-dir DIR --sets K --passes N
 
 Measures the microbenchmark grid twice in a row (``st.measure``; or loads two saved sets), fits each
 (``st.calibrate``), and predicts the step time of every zoo and unseen model with both profiles. The
@@ -41,7 +41,7 @@ from simtrain.calibrate.measure import measure
 from simtrain.calibrate.modes import modal_measurements, placement_modes
 from simtrain.calibrate.records import Measurements
 from simtrain.calibrate.robust import merged_measurements
-from validation.attribution import attribution, attribution_lines
+from validation.lab.attribution import attribution, attribution_lines
 from validation.steps import predict_step
 from validation.workloads import unseen_workloads, workloads
 
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(calibrate/modes.py; needs passes timed with the dispatch sentinel)")
     p.add_argument("--attribute", action="store_true",
                    help="also swap each fitted quantity of the second profile into the first and report which "
-                        "ones move the predictions (validation/attribution.py)")
+                        "ones move the predictions (validation/lab/attribution.py)")
     args = p.parse_args(argv)
     if not 2 <= args.sets <= len(string.ascii_uppercase) or args.passes < 1:
         p.error(f"--sets must be 2 to {len(string.ascii_uppercase)} and --passes at least 1")
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
             "passes": [m.settings.get("passes", 1) for m in sets],
             "grid": args.grid, "when": sets[0].machine.date, "seconds": seconds, "load": load,
             "shift": row_shift(*sets) if len(sets) == 2 else {}, "speed": speed, "interleave": args.interleave,
-            "command": shlex.join(["python", "-m", "validation.repeatability", *sys.argv[1:]]),
+            "command": shlex.join(["python", "-m", "validation.lab.repeatability", *sys.argv[1:]]),
             "modes": {k: c.fit_info.get("memory_modes", []) for k, c in cals.items()}}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "repeatability.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
