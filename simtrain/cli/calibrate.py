@@ -163,6 +163,13 @@ def _refused(m, allow_noisy: bool) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from simtrain.calibrate.fit import fit
+    from simtrain.errors import SpecError
+    for flag, path in (("--out", args.out), ("--residuals", args.residuals)):  # made as the other verbs' --out
+        try:
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise SpecError.one(str(path), flag, f"cannot make its folder: {err.strerror or err}") from None
     if args.runs is not None:
         return _from_runs(args)
     if args.trace is not None:

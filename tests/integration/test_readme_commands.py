@@ -57,3 +57,16 @@ def test_readme_command_runs(line, tmp_path, monkeypatch, capsys):
         if flag in argv:
             produced = tmp_path / argv[argv.index(flag) + 1]
             assert produced.exists(), f"{line}: {flag} wrote nothing"
+
+
+def test_the_runs_calibration_line_runs_as_written(tmp_path, monkeypatch, capsys):
+    """The 'Slower jobs' block's ``calibrate --runs`` line, with the shipped example runs file. (Its
+    other two lines, a CPU calibration and the validation suite, take minutes: their quick modes run in
+    tests/integration/test_measure_script.py and test_validation_quick.py.)"""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    (line,) = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("simtrain calibrate --runs")]
+    argv = [str(ROOT / a) if a.startswith("workloads/") else a for a in shlex.split(line)[1:]]
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 0, capsys.readouterr().err[-2000:]
+    assert (tmp_path / argv[argv.index("--out") + 1]).exists()
+
