@@ -70,3 +70,15 @@ def test_the_runs_calibration_line_runs_as_written(tmp_path, monkeypatch, capsys
     assert main(argv) == 0, capsys.readouterr().err[-2000:]
     assert (tmp_path / argv[argv.index("--out") + 1]).exists()
 
+
+
+def test_the_python_quickstart_runs_as_written(tmp_path, monkeypatch, capsys):
+    """The README's Python block, executed as written (from a scratch folder: it writes nothing)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(block.strip().splitlines()) <= 15
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+    out = capsys.readouterr().out
+    assert "days," in out and "GiB on the peak rank" in out
+    assert list(tmp_path.iterdir()) == []
