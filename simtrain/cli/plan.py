@@ -40,6 +40,7 @@ def register(sub) -> None:
                    help="storage write rate for checkpoints, GB/s (needed with --mtbf-device-hours)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--plot", help="write the time / cost Pareto figure to this path (PNG, SVG, PDF)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
@@ -61,7 +62,8 @@ def run(args) -> int:
               stack=args.stack, max_nodes=args.max_nodes, top=args.top,
               mtbf_device_s=None if args.mtbf_device_hours is None else args.mtbf_device_hours * 3600.0,
               restart_s=args.restart_minutes * 60.0,
-              checkpoint_write_bytes_per_s=None if args.checkpoint_write_gbps is None else args.checkpoint_write_gbps * 1e9)
+              checkpoint_write_bytes_per_s=None if args.checkpoint_write_gbps is None else args.checkpoint_write_gbps * 1e9,
+              progress=False if args.no_progress else None)
     if args.json:
         print(dumps(_as_json(df)))
     else:

@@ -179,14 +179,18 @@ def plan(model, hardware, tokens: float, deadline_s: float | None = None, *, bud
          max_devices: int | None = None, objective: str = "cost", global_batch_size: int = 1024,
          seq_len: int | None = None, precision: str = "bf16", stack: str | None = None, config: dict | None = None,
          max_nodes: int = 512, max_pp: int = 16, top: int = 20, mtbf_device_s: float | None = None,
-         restart_s: float = 600.0, checkpoint_write_bytes_per_s: float | None = None):
+         restart_s: float = 600.0, checkpoint_write_bytes_per_s: float | None = None,
+         progress: bool | None = None):
     """Ranked layouts and cluster sizes (see the module docstring). ``model``: a Model or a library
     name; ``hardware``: a Cluster or a cluster name; ``config``: further TrainConfig fields.
 
     Goodput-aware with ``mtbf_device_s`` (and ``checkpoint_write_bytes_per_s``, ``restart_s``):
     each layout's time to train becomes Daly's expected wall time at his optimal checkpoint interval
     (sim/young_daly.py; job MTBF = device MTBF / devices), so a larger cluster pays for its failures;
-    cost and energy scale with it, and ``goodput`` = failure-free time / wall time."""
+    cost and energy scale with it, and ``goodput`` = failure-free time / wall time.
+
+    ``progress``: a tqdm bar over the candidate layouts on stderr, as ``st.sweep``'s (None: on a
+    terminal once past 2 s; True: always; False: never)."""
     _positive("tokens", tokens, allow_none=False)
     _positive("deadline_s", deadline_s)
     _positive("budget_usd", budget_usd)
@@ -201,7 +205,9 @@ def plan(model, hardware, tokens: float, deadline_s: float | None = None, *, bud
     if not len(codes["nodes"]):
         raise SimtrainError(f"plan: no layout of nodes {nodes[0]}..{nodes[-1]} splits global_batch_size="
                             f"{cfg.global_batch_size} evenly over its data-parallel ranks")
-    res = estimate_codes(model, cluster, cfg, codes, uniques, frame=False)
+    from simtrain.search.sweep import progress_bar
+    with progress_bar(len(codes["nodes"]), 0, progress, desc="plan") as bar:
+        res = estimate_codes(model, cluster, cfg, codes, uniques, frame=False, bar=bar)
     df = _table(codes, uniques, res, cluster, cfg, tokens)
     if mtbf_device_s is not None:
         df = _with_failures(df, checkpoint_bytes_of(model, cfg), mtbf_device_s, restart_s, checkpoint_write_bytes_per_s)

@@ -70,11 +70,13 @@ def _runs(client, inputs: tuple, todo: list[dict], chunk_size: int | None) -> It
     return run_on_dask(client, *inputs, _chunks(todo, size))
 
 
-def _progress_bar(total: int, initial: int, progress: bool | None):
+def progress_bar(total: int, initial: int, progress: bool | None, desc: str = "sweep"):
+    """A tqdm bar on stderr: ``progress`` None shows it on a terminal once the run passes
+    :data:`PROGRESS_DELAY_S`; True shows it from the start whatever the duration; False never."""
     from tqdm.auto import tqdm
     enabled = sys.stderr.isatty() if progress is None else bool(progress)
-    return tqdm(total=total, initial=initial, disable=not enabled, delay=PROGRESS_DELAY_S, unit="pt",
-                desc="sweep", file=sys.stderr, dynamic_ncols=True)
+    return tqdm(total=total, initial=initial, disable=not enabled, delay=PROGRESS_DELAY_S if progress is None else 0.0,
+                unit="pt", desc=desc, file=sys.stderr, dynamic_ncols=True)
 
 
 class _Sink:
@@ -128,7 +130,8 @@ def sweep(model, cluster, cfg, grid: dict[str, list], engine: str = "estimate", 
     ``model`` / ``cluster`` / ``cfg`` may be library names or paths (as for ``st.estimate``);
     ``client`` a ``distributed.Client``; ``out`` a ``.parquet`` or ``.csv`` path that rows stream to
     and that a rerun resumes from (``resume=False`` starts afresh); ``progress`` None shows a tqdm bar
-    when stderr is a terminal and the sweep runs over 2 s, True / False force it; ``chunk_size`` is
+    when stderr is a terminal and the sweep runs over 2 s, True shows it however short the sweep, False
+    never; ``chunk_size`` is
     the points per Dask task (default: ~4 chunks per worker thread, at most 500)."""
     from simtrain.search.sweep_store import SweepStore, sweep_schema
     grid = check_grid(grid)
@@ -144,7 +147,7 @@ def sweep(model, cluster, cfg, grid: dict[str, list], engine: str = "estimate", 
                               strict=True) if s != "error"}
     todo = [p for p, k in zip(points, keys, strict=True) if k not in done]
     runs = _runs(client, (model, cluster, cfg, engine), todo, chunk_size)
-    with _progress_bar(len(points), len(points) - len(todo), progress) as bar, _Sink(store, schema) as sink, \
+    with progress_bar(len(points), len(points) - len(todo), progress) as bar, _Sink(store, schema) as sink, \
             contextlib.closing(runs):  # on Ctrl-C: cancel the Dask tasks in flight, write what finished
         sink.tables.append(stored)
         for rows in runs:

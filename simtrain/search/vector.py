@@ -247,7 +247,7 @@ def _distinct(codes: dict, uniques: dict, axes: list[str], n: int):
     return inv, [{a: uniques[a][codes[a][i]] for a in axes} for i in first]
 
 
-def _run(model, cluster, cfg, codes: dict, uniques: dict, n: int, frame: bool):
+def _run(model, cluster, cfg, codes: dict, uniques: dict, n: int, frame: bool, bar=None):
     from simtrain.inputs import as_cluster, as_config, as_model
     model, cluster, cfg = as_model(model), as_cluster(cluster), as_config(cfg)
     covered = _check_keys(codes)
@@ -276,8 +276,10 @@ def _run(model, cluster, cfg, codes: dict, uniques: dict, n: int, frame: bool):
     why = np.where(~l_ok, l_inv, len(layouts) + s_inv)
     scalar = np.flatnonzero(l_ok & (s_state == 1))
     vector = np.flatnonzero(l_ok & (s_state == 2))
-    _vector_points(vector, layouts, settings, l_inv, s_inv, out)
-    _scalar_points(scalar, model, base, l_vals, s_vals, l_inv, s_inv, layouts, codes, uniques, out, covered)
+    if bar is not None:  # points rejected before costing are done at once
+        bar.update(n - len(vector) - len(scalar))
+    _vector_points(vector, layouts, settings, l_inv, s_inv, out, bar)
+    _scalar_points(scalar, model, base, l_vals, s_vals, l_inv, s_inv, layouts, codes, uniques, out, covered, bar)
     ran = out["valid"]
     why = np.where(ran, np.where(out["feasible"], len(reasons) - 1, len(reasons) - 2), why)
     out["reasons"] = reasons[why]
@@ -290,7 +292,7 @@ def _run(model, cluster, cfg, codes: dict, uniques: dict, n: int, frame: bool):
     return _frame(codes, uniques, out)
 
 
-def _vector_points(idx, layouts, settings, l_inv, s_inv, out: dict) -> None:
+def _vector_points(idx, layouts, settings, l_inv, s_inv, out: dict, bar=None) -> None:
     from simtrain.search.vector_core import evaluate_group, factor
     if not len(idx):
         return
@@ -329,9 +331,12 @@ def _vector_points(idx, layouts, settings, l_inv, s_inv, out: dict) -> None:
             out[k][pts] = res[k]
         out["feasible"][pts], out["valid"][pts] = res["feasible"], True
         out["dp"][pts], out["devices"][pts], out["gbs"][pts] = q[:, 1], q[:, 11], q[:, 10]
+        if bar is not None:
+            bar.update(len(pts))
 
 
-def _scalar_points(idx, model, base, l_vals, s_vals, l_inv, s_inv, layouts, codes, uniques, out, covered) -> None:
+def _scalar_points(idx, model, base, l_vals, s_vals, l_inv, s_inv, layouts, codes, uniques, out, covered,
+                   bar=None) -> None:
     """Points the factoring does not cover: ``st.estimate`` each (exact)."""
     from simtrain.estimator import estimate
     from simtrain.specs.train import TrainConfig
@@ -342,6 +347,8 @@ def _scalar_points(idx, model, base, l_vals, s_vals, l_inv, s_inv, layouts, code
         target, dp, _ = layouts[l_inv[i]][0]
         cfg = TrainConfig.build(None, **fields)
         r = estimate(model, target, cfg)
+        if bar is not None:
+            bar.update(1)
         out["dp"][i], out["devices"][i], out["gbs"][i] = dp, target.devices_count, cfg.global_batch_size
         if r.memory is None:  # the estimate could not cost it (e.g. a precision the device lacks)
             out["errors"][i] = "; ".join(r.reasons)
@@ -379,8 +386,9 @@ def _frame(codes: dict, uniques: dict, out: dict):
     return df
 
 
-def estimate_codes(model, cluster, cfg, codes: dict, uniques: dict, *, frame: bool = True):
+def estimate_codes(model, cluster, cfg, codes: dict, uniques: dict, *, frame: bool = True, bar=None):
     """As :func:`estimate_points` with the columns already coded: ``codes[axis]`` an int array of
-    indices into ``uniques[axis]`` (the planner builds its candidates this way, without a row loop)."""
+    indices into ``uniques[axis]`` (the planner builds its candidates this way, without a row loop).
+    ``bar``: a progress bar (``update(k)``) advanced as points are costed."""
     n = len(next(iter(codes.values()))) if codes else 1
-    return _run(model, cluster, cfg, codes, uniques, n, frame)
+    return _run(model, cluster, cfg, codes, uniques, n, frame, bar)

@@ -12,7 +12,7 @@ import pytest
 
 import simtrain as st
 from simtrain.search import sweep_rows
-from simtrain.search.sweep import _progress_bar
+from simtrain.search.sweep import progress_bar
 from simtrain.search.sweep_rows import BREAKDOWN_COLUMNS, point_key
 from tests.conftest import invented_device, linear_op
 
@@ -178,8 +178,26 @@ def test_progress_follows_the_terminal_and_the_flag(monkeypatch):
             pass
 
     monkeypatch.setattr("sys.stderr", NotATty())
-    assert _progress_bar(10, 0, None).disable and _progress_bar(10, 0, False).disable
-    assert not _progress_bar(10, 0, True).disable
+    assert progress_bar(10, 0, None).disable and progress_bar(10, 0, False).disable
+    assert not progress_bar(10, 0, True).disable
+    # forced on, the bar shows at once however short the run (issue 39): no delay; auto waits 2 s
+    assert progress_bar(10, 0, True).delay == 0.0
+
+
+def test_plan_draws_its_progress_over_every_candidate(monkeypatch):
+    """st.plan(progress=True): one bar, advanced to the candidate count (rejected and costed alike)."""
+    import io
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    err = Tty()
+    monkeypatch.setattr("sys.stderr", err)
+    st.plan("gpt2", "dgx-h100", tokens=1e9, global_batch_size=64, max_nodes=2, max_pp=2, top=2, progress=True)
+    text = err.getvalue()
+    assert "plan" in text and "pt" in text
+    done = [line for line in text.replace("\r", "\n").splitlines() if "100%" in line]
+    assert done, text[-500:]
 
 
 def test_chunk_size_must_be_positive(tiny, single):
