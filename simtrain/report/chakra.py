@@ -118,12 +118,11 @@ def _compute_node(ranks, e, program, pp: int, v: int) -> None:
 def to_chakra(model, cluster, cfg, out_dir) -> list[Path]:
     """Simulate one step of the job and write ``out_dir/chakra.<rank>.json`` per pipeline rank (the
     ranks of one data-parallel replica; the others run the same program). Returns the paths."""
-    from simtrain.estimator import build_program, prepare_model
+    from simtrain.estimator import build_program
     from simtrain.inputs import as_cluster, as_config, as_model
     from simtrain.sim import simulate
-    from simtrain.specs.stack import resolve_stack
-    model, cluster, cfg = as_model(model), as_cluster(cluster), resolve_stack(as_config(cfg))
-    program = build_program(prepare_model(model, cfg), cluster, cfg)
+    model, cluster, cfg = as_model(model), as_cluster(cluster), as_config(cfg)
+    program = build_program(model, cluster, cfg)  # resolves as st.simulate does
     if isinstance(program, list):
         raise SimtrainError("no per-rank program to export: " + "; ".join(program))
     report = simulate(model, cluster, cfg)

@@ -42,16 +42,15 @@ def breakdown(report, *, path=None):
 
 def stage_memory_reports(model, cluster, cfg) -> list:
     """The MemoryReport of every pipeline stage (one rank per stage) of the job, for memory_stack."""
-    from simtrain.estimator import build_program, prepare_model
+    from simtrain.estimator import program_of
     from simtrain.inputs import as_cluster, as_config, as_model
     from simtrain.parallel.memory_plan import stage_memories
-    from simtrain.specs.stack import resolve_stack
-    cfg, cluster = resolve_stack(as_config(cfg)), as_cluster(cluster)
-    model = prepare_model(as_model(model), cfg)
-    program = build_program(model, cluster, cfg)
+    from simtrain.resolve import resolve
+    r = resolve(as_model(model), as_cluster(cluster), as_config(cfg))  # as st.estimate resolves its inputs
+    program = program_of(r)
     if isinstance(program, list):
         raise SimtrainError("no per-rank program: " + "; ".join(program))
-    return list(stage_memories(model, cluster, cfg, program))
+    return list(stage_memories(r.model, r.cluster, r.cfg, program))
 
 
 def _memory_terms(m) -> dict[str, float]:
