@@ -22,18 +22,19 @@ def timed(fn):
     return out, time.perf_counter() - start
 
 
-def llama405b(contention: bool) -> None:
+def llama405b(contention: bool, granularity: str = "chunk") -> None:
     model = st.load_model("llama3-405b")
     cluster = st.load_cluster("dgx-h100", nodes=2048)
     cfg = st.TrainConfig(global_batch_size=2048, micro_batch_size=1, seq_len=8192, tp=8, pp=16,
                          pipeline_schedule="interleaved-1f1b", virtual_stages=4, sequence_parallel=True,
                          recompute="full", zero_stage=1)
-    s, cold = timed(lambda: st.simulate(model, cluster, cfg, contention=contention))  # builds the program
+    s, cold = timed(lambda: st.simulate(model, cluster, cfg, contention=contention,  # builds the program
+                                        granularity=granularity))
     e = st.estimate(model, cluster, cfg)
-    _, warm = timed(lambda: st.simulate(model, cluster, cfg, contention=contention))
+    _, warm = timed(lambda: st.simulate(model, cluster, cfg, contention=contention, granularity=granularity))
     tasks = 2 * 16 * 4 * s.layout["micro_batches"]
     print(f"Llama-3-405B, {cluster.devices_count:,} H100s, tp 8 pp 16 dp 128 v 4, m {s.layout['micro_batches']}, "
-          f"contention {'on' if contention else 'off'}: {cold:.2f} s cold / {warm:.2f} s warm "
+          f"contention {'on' if contention else 'off'}, granularity {granularity}: {cold:.2f} s cold / {warm:.2f} s warm "
           f"(target 10 s; {tasks:,} tasks, {len(s.timeline.events):,} slices); "
           f"step {s.step_time_s:.4f} s, simulate/estimate {s.step_time_s / e.step_time_s:.9f}")
 
@@ -58,6 +59,8 @@ def main() -> None:
           f"python {platform.python_version()}")
     llama405b(False)
     llama405b(True)
+    llama405b(False, "op")  # one slice per op of every task (issue 39)
+    llama405b(True, "op")
     print("linear in micro-batches (time per micro-batch should stay flat):")
     sizes = (1_000, 4_096, 16_000) if args.quick else (1_000, 4_096, 16_000, 100_000)
     per = [microbatches(m, trace=False) / m for m in sizes]

@@ -1,4 +1,4 @@
-"""``simtrain simulate JOB.yaml [--trace OUT.json] [--gantt OUT.png] [--contention] [--granularity layer]``:
+"""``simtrain simulate JOB.yaml [--trace OUT.json] [--gantt OUT.png] [--contention] [--granularity layer|op]``:
 the discrete-event engine (docs/simulator.md), the same report fields as ``estimate``."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def register(sub) -> None:
     p.add_argument("--gantt", help="write a pipeline Gantt chart (PNG) to this path")
     p.add_argument("--contention", action="store_true",
                    help="collectives that meet on one physical link share its bandwidth")
-    p.add_argument("--granularity", choices=("chunk", "layer"), default="chunk",
+    p.add_argument("--granularity", choices=("chunk", "layer", "op"), default="chunk",
                    help="a task's compute as one slice (chunk) or one per layer")
     p.set_defaults(func=run)
 

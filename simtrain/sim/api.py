@@ -6,9 +6,9 @@ import math
 
 from simtrain.sim.engine import SimOptions, SimResult, run_program
 
-__all__ = ["simulate", "link_tiers"]
+__all__ = ["simulate", "link_tiers", "chunk_ops"]
 
-_GRANULARITIES = ("chunk", "layer")
+_GRANULARITIES = ("chunk", "layer", "op")
 
 
 def link_tiers(cluster, layout, rank_order) -> tuple[tuple[str, str], ...]:
@@ -35,7 +35,34 @@ def _check_arguments(granularity: str, steps) -> None:
         raise SpecError.one(None, "steps", f"must be a whole number ≥ 1, got {steps!r}")
 
 
-def _options(cluster, cfg, program, granularity: str, contention: bool, speed, trace: bool) -> SimOptions:
+def chunk_ops(r, program) -> tuple:
+    """Per global model chunk (the partition the program was built on), its ops in execution order
+    as (name, forward s, backward + recomputation s) per micro-batch on one rank: the cost layer's
+    seconds for each op (parallel/program.py ``_OpCoster``, the recomputation share of
+    ``stage_compute``), for ``granularity="op"``."""
+    from simtrain.parallel.model_index import REPEATED_BLOCK
+    from simtrain.parallel.partition import partition_blocks
+    from simtrain.parallel.program import _OpCoster, _recompute_share
+    from simtrain.parallel.recompute import early_stop_skips
+    model, cfg, lay = r.model, r.cfg, program.layout
+    coster = _OpCoster(r.cluster, r.regime, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance, r.stack,
+                       r.efficiency)
+    skip = early_stop_skips(cfg, model)
+    out = []
+    for blocks in partition_blocks(model, lay.pp * lay.v, cfg.first_stage_layers, cfg.last_stage_layers):
+        ops = []
+        for b in blocks:
+            repeated = bool(REPEATED_BLOCK.match(b))
+            for op in model.block_ops(b):
+                c = coster(op)
+                share = 0.0 if op.name in skip else _recompute_share(op, cfg, repeated, model)
+                ops.append((op.name, c.fw_s, c.bw_s + share * c.fw_s))
+        out.append(tuple(ops))
+    return tuple(out)
+
+
+def _options(cluster, cfg, program, granularity: str, contention: bool, speed, trace: bool,
+             ops: tuple = ()) -> SimOptions:
     """The engine's options; a speed tuple that does not fit the layout makes the report infeasible."""
     from simtrain.errors import SpecError
     if speed is not None:
@@ -44,7 +71,7 @@ def _options(cluster, cfg, program, granularity: str, contention: bool, speed, t
             raise SpecError.one(None, "speed", f"needs {program.layout.pp} positive finite factors (one per "
                                                f"pipeline rank), got {speed!r}")
     tiers = link_tiers(cluster, program.layout, cfg.rank_order) if contention else ()
-    return SimOptions(granularity, contention, speed, trace, tiers, float(cfg.dp_bucket_bytes))
+    return SimOptions(granularity, contention, speed, trace, tiers, float(cfg.dp_bucket_bytes), ops)
 
 
 def _eval_plan(cfg, layout, steps: int) -> tuple[int | None, int]:
@@ -62,7 +89,8 @@ def simulate(model, cluster, cfg, *, granularity: str = "chunk", contention: boo
     ``report.data_loader``, the input pipeline's simulated run). Inputs as st.estimate takes them
     (objects, library names or paths, a dict of TrainConfig fields).
 
-    ``granularity`` "chunk" (a task's compute is one slice) or "layer"; ``contention`` True makes
+    ``granularity`` "chunk" (a task's compute is one slice), "layer" or "op" (one slice per op of the
+    chunk, named as the model's ops: ``StepReport.top_ops`` groups them); ``contention`` True makes
     collectives that meet on one physical link share it (False: each rank's each axis has its own
     link, the closed form's assumption, and the step equals ``st.estimate``'s); ``speed``: one
     compute speed factor per pipeline rank (1 nominal); ``trace`` False skips recording the events;
@@ -81,7 +109,8 @@ def simulate(model, cluster, cfg, *, granularity: str = "chunk", contention: boo
         program = program_of(r)
         if isinstance(program, list):
             return infeasible_report(model, cluster, cfg, program, engine="simulate")
-        opts = _options(cluster, cfg, program, granularity, contention, speed, trace)
+        ops = chunk_ops(r, program) if granularity == "op" else ()
+        opts = _options(cluster, cfg, program, granularity, contention, speed, trace, ops)
         every, eval_mbs = _eval_plan(cfg, program.layout, steps)
         memories = stage_memories(model, cluster, cfg, program)
         result = run_program(program, cfg.pipeline_schedule, opts, memories, steps=steps, eval_every=every,

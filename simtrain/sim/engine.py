@@ -42,7 +42,8 @@ __all__ = ["SimOptions", "SimResult", "run_program"]
 @dataclass(frozen=True)
 class SimOptions:
     granularity: str = "chunk"
-    """"chunk": a task's compute is one slice; "layer": cut per layer, exposed collectives between."""
+    """"chunk": a task's compute is one slice; "layer": cut per layer, exposed collectives between;
+    "op": one slice per op of the task's chunk (``chunk_ops``), exposed collectives after them."""
     contention: bool = False
     """Collectives that share a physical link share its bandwidth (processor sharing)."""
     speed: tuple[float, ...] | None = None
@@ -53,6 +54,9 @@ class SimOptions:
     """(axis, physical link tier) pairs, used with ``contention`` (sim/api.py ``link_tiers``)."""
     bucket_bytes: float = 25 * 2**20
     """Gradient-reduction bucket (TrainConfig.dp_bucket_bytes): how the hidden sync is cut into events."""
+    chunk_ops: tuple = ()
+    """With granularity "op": per global model chunk, its ops in execution order as (name, forward s,
+    backward + recomputation s) per micro-batch on one rank (sim/api.py ``chunk_ops``)."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,9 @@ class _Pipeline:
         self.env, self.opts, self.schedule = simpy.Environment(), opts, PipelineSchedule(schedule)
         self.p, self.v, self.m, self.stages = lay.pp, lay.v, lay.micro_batches, program.stages
         self.last = self.p * self.v - 1
-        self.recipes = [stage_recipes(st, self.v, opts.granularity) for st in self.stages]
+        self.recipes = [stage_recipes(st, self.v, opts.granularity,
+                                      {c: opts.chunk_ops[c] for c in range(r, len(opts.chunk_ops), self.p)})
+                        for r, st in enumerate(self.stages)]
         self.syncs = [step_sync(st, opts.bucket_bytes) for st in self.stages]
         self.speed = tuple(opts.speed) if opts.speed else (1.0,) * self.p
         self.waiters: dict[tuple[str, int, int], simpy.Event] = {}
@@ -193,9 +199,13 @@ class _Pipeline:
             out.append(g if total <= room else tuple(replace(s, seconds=s.seconds * room / total) for s in g))
         return out
 
+    def _recipe(self, r: int, kind: str, c: int):
+        """The task's recipe: its chunk's own (op granularity) or the stage's."""
+        return self.recipes[r].get((kind, c)) or self.recipes[r][kind]
+
     def _layout(self, r: int, kind: str, c: int, mb: int, extra: tuple[Segment, ...]) -> float:
         """Slices of a task when nothing contends, laid out from now; returns its duration."""
-        rec, speed = self.recipes[r][kind], self.speed[r]
+        rec, speed = self._recipe(r, kind, c), self.speed[r]
         t0 = t = self.env.now
         tag = f"{self.prefix}{kind} mb{mb} c{c}"
         for seg in rec.blocking:
@@ -248,7 +258,7 @@ class _Pipeline:
             yield from self._segment(r, s, s.name)
 
     def _task_events(self, r: int, kind: str, c: int, mb: int, extra: tuple[Segment, ...]):
-        rec = self.recipes[r][kind]
+        rec = self._recipe(r, kind, c)
         tag = f"{self.prefix}{kind} mb{mb} c{c}"
         side = [self.env.process(self._background(r, g)) for g in self._beside(r, kind, extra)]
         for seg in rec.blocking:

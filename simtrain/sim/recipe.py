@@ -15,7 +15,11 @@ costs ``slowdown`` × itself in interference (comm_tasks.py). The simulator keep
 Every per-micro-batch quantity of a stage covers its v chunks, so a task takes 1/v of it. With
 ``granularity="layer"`` the blocking part is cut into the chunk's layers, each its share of the
 compute followed by its share of the exposed collectives (the program keeps per-phase totals, not
-per-block ones, so the cut is even); when nothing contends the cut changes no time.
+per-block ones, so the cut is even); when nothing contends the cut changes no time. With
+``granularity="op"`` each chunk's task has its own recipe: one compute slice per op of the chunk
+(forward in execution order, backward with its recomputation in reverse), each its cost-layer
+seconds scaled so the task keeps the program's total (host-bound waits and interference spread in
+proportion), then the exposed collectives on their streams.
 """
 
 from __future__ import annotations
@@ -110,12 +114,24 @@ def _blocking(compute: list[tuple[str, float]], exposed: dict, layers: int) -> t
     return tuple(out)
 
 
-def stage_recipes(stage, v: int, granularity: str = "chunk") -> dict[str, TaskRecipe]:
+def _op_slices(ops, phase: int, total_s: float) -> list[tuple[str, float]]:
+    """One compute piece per op of a chunk: its seconds of ``phase`` (1 forward, 2 backward +
+    recomputation, in reverse order), scaled to sum to ``total_s``."""
+    seq = [(op[0], op[phase]) for op in ops]
+    seq = seq if phase == 1 else seq[::-1]
+    raw = sum(s for _, s in seq)
+    scale = total_s / raw if raw > 0 else 0.0
+    return [("{task} " + name, s * scale) for name, s in seq]
+
+
+def stage_recipes(stage, v: int, granularity: str = "chunk", chunk_ops: dict | None = None) -> dict:
     """{"F": forward task, "B": backward task} of one chunk of ``stage`` (names filled per task).
     A backward's recomputation is its own slice per layer with ``granularity="layer"``; per chunk it
-    is part of the task's one compute slice (one slice per task, as trace consumers expect)."""
+    is part of the task's one compute slice (one slice per task, as trace consumers expect). With
+    ``granularity="op"`` also {("F", c), ("B", c)} per global chunk c of ``chunk_ops`` (its ops as
+    (name, forward s, backward + recomputation s)): one slice per op."""
     layers = max(1, math.ceil(len(stage.blocks) / v)) if granularity == "layer" else 1
-    out = {}
+    out: dict = {}
     for kind, phases in (("F", ("fw",)), ("B", ("bw", "recompute"))):
         exposed, hidden, interference, send = _phase_comm(stage, phases, v)
         if kind == "F":
@@ -129,6 +145,11 @@ def stage_recipes(stage, v: int, granularity: str = "chunk") -> dict[str, TaskRe
             lane = "pp fw send" if kind == "F" else "pp bw send"
             seg = Segment(lane, "send {dir} c{chunk}", send[0], "pp", send[1])
         out[kind] = TaskRecipe(_blocking(compute, exposed, layers), hidden, seg)
+        if granularity == "op":
+            total = sum(s for _, s in compute)
+            for c, ops in (chunk_ops or {}).items():
+                out[(kind, c)] = TaskRecipe(_blocking(_op_slices(ops, 1 if kind == "F" else 2, total), exposed, 1),
+                                            hidden, seg)
     return out
 
 

@@ -86,7 +86,7 @@ def test_steps_and_evaluation():
         ("s1 eval F mb0 c0", 0, 0.0, 200.0), ("s1 eval F mb0 c1", 1, 200.0, 400.0),
         ("s1 eval F mb1 c0", 0, 200.0, 400.0), ("s1 eval F mb1 c1", 1, 400.0, 600.0)]
     assert s.eval_time_per_step_s == pytest.approx(300e-6, rel=1e-6)
-    for bad in ({"steps": 0}, {"steps": 1.5}, {"granularity": "op"}):
+    for bad in ({"steps": 0}, {"steps": 1.5}, {"granularity": "kernel"}):
         with pytest.raises(st.SpecError) as err:
             st.simulate(_model(2), invented_cluster(2), cfg, **bad)
         assert err.value.fields == list(bad)
