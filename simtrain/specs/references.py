@@ -16,7 +16,7 @@ from simtrain._data import data_root
 from simtrain.errors import SpecError
 from simtrain.specs.reading import clip
 
-__all__ = ["REPO_ROOT", "HARDWARE_DIR", "WORKLOADS_DIR", "FOLDERS", "REFERRER", "library_path", "library_names",
+__all__ = ["REPO_ROOT", "HARDWARE_DIR", "WORKLOADS_DIR", "FOLDERS", "REFERRER", "library_path", "library_names", "did_you_mean",
            "resolve_reference", "referring_file", "looks_like_path"]
 
 # The folder holding hardware_specs/ and workloads/: $SIMTRAIN_ROOT, else the copies shipped in the
@@ -71,8 +71,17 @@ def library_path(kind: str, name_or_path: str | os.PathLike) -> Path:
         candidate = folder / f"{text}{ext}"
         if candidate.exists():
             return candidate
-    known = ", ".join(library_names(kind)) or "none"
-    raise SpecError.one(None, kind, f"no {kind} named {clip(text)} in {folder} (known: {known})")
+    names = library_names(kind)
+    hint = did_you_mean(text, names)
+    raise SpecError.one(None, kind, f"no {kind} named {clip(text)} in {folder} ({hint + '; ' if hint else ''}"
+                                    f"known: {', '.join(names) or 'none'})")
+
+
+def did_you_mean(text: str, names) -> str:
+    """"did you mean 'x'?" for the nearest known name (difflib), or "" when none is near."""
+    import difflib
+    near = difflib.get_close_matches(str(text), list(names), n=1, cutoff=0.6)
+    return f"did you mean {near[0]!r}?" if near else ""
 
 
 def library_names(kind: str) -> list[str]:

@@ -215,7 +215,10 @@ def load_stack(name: str) -> Stack:
     from simtrain.errors import SpecError
     from simtrain.specs.base import spec_error_from_validation
     if name not in stack_names():
-        raise SpecError.one(None, "stack", f"unknown stack {name!r}; presets: {', '.join(stack_names())}")
+        from simtrain.specs.references import did_you_mean
+        hint = did_you_mean(name, stack_names())
+        raise SpecError.one(None, "stack", f"unknown stack {str(name)[:60]!r}{' (' + hint + ')' if hint else ''}; "
+                                           f"presets: {', '.join(stack_names())}")
     fname = f"stacks/{name}.yaml"
     text = (resources.files("simtrain.specs") / "stacks" / f"{name}.yaml").read_text(encoding="utf-8")
     doc = yaml.safe_load(text)

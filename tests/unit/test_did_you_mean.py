@@ -1,0 +1,26 @@
+"""A misspelt library name (model, cluster, device, stack) says which name it probably meant, and still
+lists the known ones (issue 40 item 2, the library-name part)."""
+
+import pytest
+
+import simtrain as st
+
+
+@pytest.mark.parametrize("load, typo, meant", [
+    (st.load_model, "lama3-8b", "llama3-8b"),
+    (st.load_cluster, "dgx-h10", "dgx-h100"),
+    (st.load_device, "h100-sxm5-80g", "h100-sxm5-80gb"),
+    (st.load_stack, "megatron-cor", "megatron-core"),
+])
+def test_the_nearest_name_is_suggested(load, typo, meant):
+    with pytest.raises(st.SpecError) as err:
+        load(typo)
+    text = str(err.value)
+    assert f"did you mean {meant!r}?" in text
+    assert ("known:" in text) or ("presets:" in text)
+
+
+def test_no_suggestion_when_nothing_is_near():
+    with pytest.raises(st.SpecError) as err:
+        st.load_model("zzzzzz")
+    assert "did you mean" not in str(err.value) and "known:" in str(err.value)
