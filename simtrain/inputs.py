@@ -63,7 +63,9 @@ def hardware_cluster(name: str | os.PathLike, nodes: int | None = None, arg: str
     if looks_like_path(text) and _file_kind(text) == "device":
         return hardware_cluster_of_device_file(text, nodes, arg)
     if not looks_like_path(text) and text not in library_names("cluster"):
-        raise SpecError.one(None, arg, f"no cluster or device named {clip(text)} (clusters: "
+        from simtrain.specs.references import did_you_mean
+        hint = did_you_mean(text, library_names("cluster") + library_names("device"))
+        raise SpecError.one(None, arg, f"no cluster or device named {clip(text)} ({hint + '; ' if hint else ''}clusters: "
                             f"{', '.join(library_names('cluster'))}; devices: {', '.join(library_names('device'))})")
     return load_cluster(text, nodes=nodes)
 

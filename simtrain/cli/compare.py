@@ -40,15 +40,18 @@ def _config(args):
 
 def render_compare(df) -> str:
     """The comparison as a text table (numbers formatted by report/format.py), then the reasons."""
+    import pandas as pd
+
     from simtrain.report.format import format_bytes, format_percent, format_seconds, render_table
 
-    def num(v, fmt):
-        return fmt(float(v)) if v is not None and v == v else "-"
+    def num(v, fmt):  # a missing value (None, NaN, pandas' NA of a "cannot run" row) prints as "-"
+        return "-" if v is None or pd.isna(v) else fmt(float(v))
+
     def text(v) -> str:
         return v if isinstance(v, str) and v else "-"
     rows = []
     for r in df.itertuples(index=False):
-        mem = "-" if r.memory_fits is None or r.memory_fits != r.memory_fits else \
+        mem = "-" if r.memory_fits is None or pd.isna(r.memory_fits) else \
             f"{num(r.memory_reserved_bytes, format_bytes)} / {num(r.memory_capacity_bytes, format_bytes)}"
         rows.append([r.hardware, text(r.kind), num(r.devices, lambda v: f"{v:.0f}"), r.status,
                      num(r.step_time_s, format_seconds), num(r.tokens_per_s, lambda v: f"{v:,.0f}"),

@@ -24,3 +24,12 @@ def test_no_suggestion_when_nothing_is_near():
     with pytest.raises(st.SpecError) as err:
         st.load_model("zzzzzz")
     assert "did you mean" not in str(err.value) and "known:" in str(err.value)
+
+
+def test_compare_with_a_misspelt_name_is_a_cannot_run_row_with_a_suggestion(capsys):
+    """`simtrain compare` with a misspelt hardware name: no traceback (it was pandas' NA in a boolean
+    test), a "cannot run" row, the reason with the nearest name."""
+    from simtrain.cli import main
+    assert main(["compare", "gpt2", "dgx-h100", "tpu-v5p-pdo", "--seq-len", "1024", "--global-batch-size", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "cannot run" in out and "did you mean 'tpu-v5p-pod'?" in out
