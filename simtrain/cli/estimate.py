@@ -24,13 +24,15 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def add_job_arguments(p: argparse.ArgumentParser) -> None:
+def add_job_arguments(p: argparse.ArgumentParser, json: bool = True) -> None:
+    """The job's arguments; ``json`` False for a verb that writes files only (``--json`` then refused)."""
     p.add_argument("job", nargs="?", help="job file (workloads/jobs/*.yaml or a path)")
     p.add_argument("--model", help="model name or path (instead of a job file)")
     p.add_argument("--hardware", "--cluster", dest="hardware", help="cluster or device name or path")
     p.add_argument("--nodes", type=int, help="override the cluster's node count")
     p.add_argument("--tokens", type=float, help="tokens to train for time-to-train")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    if json:
+        p.add_argument("--json", action="store_true", help="print the report as JSON")
     for flag, typ in _CONFIG_FLAGS.items():
         p.add_argument(f"--{flag}", type=typ, dest=flag.replace("-", "_"))
     p.add_argument("--sequence-parallel", action="store_true", default=None)

@@ -19,7 +19,7 @@ def register(sub) -> None:
     from simtrain.report.plot import KINDS
     p = sub.add_parser("plot", help="draw a figure of a job: roofline, breakdown, memory, gantt, validation")
     p.add_argument("kind", choices=KINDS, help="which figure")
-    add_job_arguments(p)
+    add_job_arguments(p, json=False)  # it writes an image: --json would be ignored, so it is refused
     p.add_argument("--out", required=True, help="image file to write (.png, .svg or .pdf)")
     p.add_argument("--metric", action="append", help="validation: keep only this metric (repeatable)")
     p.set_defaults(func=run)

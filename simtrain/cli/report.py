@@ -16,7 +16,7 @@ __all__ = ["register", "run"]
 
 def register(sub) -> None:
     p = sub.add_parser("report", help="write a job's report as a self-contained HTML page")
-    add_job_arguments(p)
+    add_job_arguments(p, json=False)  # it writes an HTML page: --json would be ignored, so it is refused
     p.add_argument("--out", required=True, help="folder to write report.html into")
     p.add_argument("--simulate", action="store_true", help="use the simulator and draw its timeline")
     p.set_defaults(func=run)

@@ -33,3 +33,15 @@ def test_compare_with_a_misspelt_name_is_a_cannot_run_row_with_a_suggestion(caps
     assert main(["compare", "gpt2", "dgx-h100", "tpu-v5p-pdo", "--seq-len", "1024", "--global-batch-size", "32"]) == 0
     out = capsys.readouterr().out
     assert "cannot run" in out and "did you mean 'tpu-v5p-pod'?" in out
+
+
+@pytest.mark.parametrize("verb", [["report", "--out", "r"], ["plot", "breakdown", "--out", "b.png"]])
+def test_verbs_that_write_files_refuse_json(verb, tmp_path, monkeypatch, capsys):
+    """--json on report and plot was accepted and ignored; now argparse refuses it (exit 2)."""
+    from simtrain.cli import main
+    monkeypatch.chdir(tmp_path)
+    args = [verb[0], *(verb[1:2] if verb[0] == "plot" else []), "--model", "gpt2", "--hardware", "dgx-h100",
+            "--nodes", "1", "--json", *verb[-2:]]
+    with pytest.raises(SystemExit) as err:
+        main(args)
+    assert err.value.code == 2 and "--json" in capsys.readouterr().err
