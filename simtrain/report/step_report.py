@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from types import MappingProxyType
 
 from simtrain.errors import SimtrainError
+from simtrain.frozen import FrozenDict
 
 __all__ = ["StepReport", "MemoryReport", "reserved_bytes_of", "OpTime", "CommReport", "BREAKDOWN_KEYS", "ENERGY_MODEL", "device_watts", "full_load_watts",
            "DEFAULT_IDLE_FRACTION_OF_TDP", "J_PER_KWH"]
@@ -148,7 +148,7 @@ class CommReport:
 
 
 def _frozen(d: Mapping[str, float]) -> Mapping[str, float]:
-    return MappingProxyType(dict(d))
+    return FrozenDict(d)
 
 
 @dataclass(frozen=True)
