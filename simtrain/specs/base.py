@@ -147,6 +147,24 @@ def _clip_input(msg: str, value: object) -> str:
     return clip_quoted(msg)
 
 
+def _spec_classes(cls=None):
+    for sub in (cls or Spec).__subclasses__():
+        yield sub
+        yield from _spec_classes(sub)
+
+
+def _nearest_field(title: str, field: str) -> str:
+    """"; did you mean 'x'?" for an unknown key of the spec class named ``title`` (pydantic's error
+    title), from that class's fields; "" when none is near."""
+    import difflib
+    key = field.rsplit(".", 1)[-1]
+    for cls in _spec_classes():
+        if cls.__name__ == title:
+            near = difflib.get_close_matches(key, list(cls.model_fields), n=1, cutoff=0.6)
+            return f"; did you mean {near[0]!r}?" if near else ""
+    return ""
+
+
 def spec_error_from_validation(err: ValidationError, file: str | None, prefix: str = "") -> SpecError:
     """Turn pydantic's error into ours: one :class:`SpecIssue` per problem, field path dotted. The
     input value is not quoted; where a validator's message repeats it, only a clipped ``repr`` stays."""
@@ -159,7 +177,7 @@ def spec_error_from_validation(err: ValidationError, file: str | None, prefix: s
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
         if e.get("type") == "extra_forbidden":
-            msg = "unknown key (not a field of this spec)"
+            msg = "unknown key (not a field of this spec)" + _nearest_field(err.title, field)
         elif e.get("type") in ("model_type", "model_attributes_type"):
             got = type(e.get("input")).__name__
             msg = (f"expected a mapping {{value: ..., source: ..., mark: ...}} (a number with its source), got {got}"

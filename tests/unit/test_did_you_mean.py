@@ -45,3 +45,12 @@ def test_verbs_that_write_files_refuse_json(verb, tmp_path, monkeypatch, capsys)
     with pytest.raises(SystemExit) as err:
         main(args)
     assert err.value.code == 2 and "--json" in capsys.readouterr().err
+
+
+def test_an_unknown_config_key_names_the_nearest_field():
+    """A config given as a dict (the API's, a job file's, a sweep's): the misspelt key and the field it
+    probably meant."""
+    from simtrain.inputs import as_config
+    with pytest.raises(st.SpecError) as err:
+        as_config({"global_batch_size": 8, "micro_batchsize": 2})
+    assert "micro_batchsize" in err.value.fields and "did you mean 'micro_batch_size'?" in str(err.value)
