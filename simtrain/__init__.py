@@ -34,7 +34,7 @@ _EXPORTS = {
     "measure": "simtrain.calibrate.measure", "calibrate": "simtrain.calibrate.fit",
     "RunRecord": "simtrain.calibrate.runs", "calibrate_runs": "simtrain.calibrate.runs",
     "Calibration": "simtrain.calibrate.runs", "load_calibration": "simtrain.calibrate.runs",
-    "calibrate_classes": "simtrain.calibrate.trace_fit", "load_run_records": "simtrain.calibrate.runs",
+    "calibrate_classes": "simtrain.calibrate.trace_fit", "load_run_records": "simtrain.calibrate.run_files",
     "compare_ops": "simtrain.calibrate.trace_fit",
     "time_steps": "simtrain.calibrate.step_timer", "StepTimes": "simtrain.calibrate.step_timer",
     "compare": "simtrain.report.compare",

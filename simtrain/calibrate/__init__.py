@@ -3,15 +3,16 @@
 The modules, by public verb:
 
 * ``measure.py`` — ``st.measure``: the benches of this machine → :class:`Measurements`; the neighbour
-  ranks of ``colocated=N``. The benches: ``bench_ops.py`` (timing one callable, the ops' work counts,
-  the grids, the matrix-class benches), ``bench_vector.py`` (vector-class and memory benches),
+  ranks of ``colocated=N``. The benches: ``timing.py`` (timing one callable), ``bench_ops.py`` (the ops' work
+  counts, the grids, the matrix-class benches), ``bench_vector.py`` (vector-class and memory benches),
   ``bench_memory.py`` (CPU pairs: fresh pages and the last-level cache, conv layout reorders, dropout's
   draws, an op inside a step), ``collectives_bench.py`` (collectives and the ranks' jitter, each rank a
   child process). ``records.py``: the rows and their storage; ``machine.py``: the machine's facts and
   the Device a calibration starts from.
 * ``fit.py`` — ``st.calibrate``: the calibrated Device, its residuals, its link fits, its profile on
   disk; ``fit_compute.py``: the compute fit; ``predict.py``: the cost layer's time for one row.
-* ``runs.py`` — ``st.RunRecord``, ``st.calibrate_runs``, ``st.Calibration``, ``st.load_run_records``:
+* ``runs.py`` — ``st.RunRecord``, ``st.calibrate_runs``, ``st.Calibration`` (``factors.py``: what each
+  factor scales; ``run_files.py``: ``st.load_run_records`` from CSV / JSONL):
   stack factors and the memory term fitted to measured runs.
 * ``trace.py`` — a profiler trace's seconds per op class; ``trace_fit.py`` — ``st.calibrate_classes``
   and ``st.compare_ops``.

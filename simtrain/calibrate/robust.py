@@ -67,7 +67,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simtrain.calibrate.bench_ops import median_ci
+from simtrain.calibrate.timing import median_ci
 from simtrain.glossary import DType
 
 if TYPE_CHECKING:

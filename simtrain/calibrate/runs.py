@@ -37,34 +37,6 @@ model's transient tensors (the memory term below, ``Calibration.memory_scale``;
 Any cluster size: records may come from one device or many nodes, and ``cal.apply`` takes any node
 count: the factors scale the device's efficiency profile (communication: every link tier alike).
 
-Factors
--------
-
-Stack-level calibration factors: what each one scales in a device's efficiency profile.
-
-A factor is a bounded multiplier on one group of *achieved* rates, so a fitted value reads directly
-("this stack realises 0.91 × the component-measured GEMM and attention rates"):
-
-| factor          | scales                                                                  | bounds      |
-|-----------------|-------------------------------------------------------------------------|-------------|
-| compute         | matmul / conv / attention ceilings (and the matmul ceilings per dtype)  | 0.25 – 1.6  |
-|                 | and every fused-attention kernel                                        |             |
-| communication   | achieved link bandwidth of every collective and send                    | 0.2 – 2.0   |
-| memory          | achieved memory bandwidth (memory-bound ops, optimizer step)            | 0.25 – 1.6  |
-| launch          | per-kernel launch overhead                                              | 0.1 – 10    |
-| class:<op class>| that op class's compute ceiling (``Efficiency.compute[c].peak_fraction``;| 0.05 – 4    |
-|                 | matmul also ``dtype_peak_fraction``, attention also every fused-        |             |
-|                 | attention kernel) — fitted from a profiler                              |             |
-|                 | trace's per-class time (:mod:`simtrain.calibrate.trace_fit`)             |             |
-
-A scaled fraction never exceeds 1 (no kernel beats the datasheet): the clip is part of the model.
-Factors are fitted in this priority order, as many as the runs can identify (one run fits one).
-
-A class factor moves only its class's compute leg; memory-bound time of every class moves with the
-shared ``memory`` factor (one memory-bandwidth efficiency per device: no per-class memory rate
-exists to scale). Its bounds are wider than ``compute``'s because one class's kernels on a busy CPU
-can run far from their microbenchmark (small shapes, thread start-up) — the trace says by how much.
-
 The memory term
 ---------------
 
@@ -79,32 +51,13 @@ closed form, clipped to :data:`MEMORY_SCALE_BOUNDS` (at a bound its uncertainty 
 least-squares slope with the residual scatter floored at :data:`MEMORY_NOISE`. The time factors
 never touch memory, so the two fits are independent.
 
-Run files
----------
-
-Measured runs from a file: ``load_run_records(path)`` → a list of :class:`~simtrain.calibrate.runs.RunRecord`.
-
-A CSV (header row) or JSON Lines file (one object per line), one run per row. Columns:
-
-* ``model`` — a library name or a model YAML path (required);
-* ``hardware`` (or ``cluster``) — a device or cluster library name or path (required); ``nodes``
-  optionally scales a cluster;
-* ``step_time_s`` (required, > 0) and ``peak_memory_bytes`` (optional), with ``peak_memory_kind``
-  "reserved" (default) or "allocated";
-* ``name`` (optional label);
-* every other column is a :class:`~simtrain.specs.train.TrainConfig` field (``global_batch_size``,
-  ``micro_batch_size``, ``seq_len``, ``precision``, ``optimizer``, ``tp``, ``stack``, …).
-
-Strict: an unknown column, a missing value or a bad one raises :class:`~simtrain.errors.SpecError`
-naming the file, the line and the column; empty CSV cells mean "not given". CSV cells are read as
-JSON when they parse (``8`` → 8, ``true`` → True) and as text otherwise.
+The factors are in :mod:`simtrain.calibrate.factors`; run records from files in
+:mod:`simtrain.calibrate.run_files`.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,115 +66,25 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import Field
 
-from simtrain.cost.compute import MATRIX_CLASSES, device_efficiency
-from simtrain.cost.realisation import scaled_attention_kernels
-from simtrain.errors import SimtrainError, SpecError
-from simtrain.glossary import OpClass
+from simtrain.calibrate.factors import (  # noqa: F401  (re-exported: the fit's factors, as before)
+    BOUNDS,
+    CLASS_FACTORS,
+    FACTORS,
+    check_factors,
+    class_factor,
+    scaled_cluster,
+    scaled_device,
+    scaled_efficiency,
+)
+from simtrain.errors import SpecError
 from simtrain.specs.base import Spec
-from simtrain.specs.hardware import Cluster, ComputeCurve, Device, Efficiency
+from simtrain.specs.hardware import Cluster
 from simtrain.specs.stack import named_stack
 
 __all__ = ["FACTORS", "BOUNDS", "CLASS_FACTORS", "class_factor", "scaled_efficiency", "scaled_device",
            "scaled_cluster", "check_factors", "MEMORY_SCALE_BOUNDS", "MEMORY_NOISE", "fit_memory_scale",
            "with_memory_scale", "predicted_peak", "RunRecord", "Calibration", "RecordFit", "ClassFit",
-           "calibrate_runs", "load_calibration", "RUN_NOISE", "MAX_UNCERTAINTY", "load_run_records",
-           "record_from_row", "RUN_COLUMNS"]
-
-
-# ──── Factors ───────────────────────────────────────────────────────────────────────────────────────
-
-FACTORS = ("compute", "communication", "memory", "launch")
-
-
-def class_factor(op_class: OpClass | str) -> str:
-    """The factor name of one op class: ``class:matmul``."""
-    return f"class:{OpClass(op_class).value}"
-
-
-CLASS_FACTORS = tuple(class_factor(c) for c in OpClass)
-BOUNDS = {"compute": (0.25, 1.6), "communication": (0.2, 2.0), "memory": (0.25, 1.6), "launch": (0.1, 10.0),
-          **dict.fromkeys(CLASS_FACTORS, (0.05, 4.0))}
-
-
-def _clip(fraction: float) -> float:
-    return min(1.0, fraction)
-
-
-def _scaled_curve(curve: ComputeCurve, k: float) -> ComputeCurve:
-    """``curve`` k times faster: its ceiling (clipped at 1) and its panel rate, the two rates of its
-    compute leg (``ComputeCurve``)."""
-    return curve.model_copy(update={"peak_fraction": _clip(curve.peak_fraction * k),
-                                    "panel_bytes_per_s": curve.panel_bytes_per_s * k})
-
-
-def _scaled_dtype_ceilings(eff: Efficiency, k: float) -> dict:
-    """The matmul ceilings per dtype (``Efficiency.dtype_peak_fraction``) k times faster, clipped at 1:
-    they stand in for the matmul curve's ceiling, so whatever scales that scales them."""
-    return {dtype: _clip(f * k) for dtype, f in eff.dtype_peak_fraction.items()}
-
-
-def _scaled_compute(eff: Efficiency, k: float) -> dict:
-    compute = {c: (_scaled_curve(curve, k) if c in MATRIX_CLASSES else curve) for c, curve in eff.compute.items()}
-    kernels = scaled_attention_kernels(eff.attention_kernels, k)
-    return {"compute": compute, "attention_kernels": kernels, "dtype_peak_fraction": _scaled_dtype_ceilings(eff, k)}
-
-
-def _scaled_classes(eff: Efficiency, factors: dict[str, float]) -> dict:
-    """Each ``class:<c>`` factor on its class's ceiling (attention: also the fused kernels)."""
-    compute = dict(eff.compute)
-    kernels = dict(eff.attention_kernels)
-    ceilings = _scaled_dtype_ceilings(eff, factors.get(class_factor(OpClass.MATMUL), 1.0))
-    for c, curve in eff.compute.items():
-        k = factors.get(class_factor(c), 1.0)
-        if k == 1.0:
-            continue
-        compute[c] = _scaled_curve(curve, k)
-        if c is OpClass.ATTENTION:
-            kernels = scaled_attention_kernels(kernels, k)
-    return {"compute": compute, "attention_kernels": kernels, "dtype_peak_fraction": ceilings}
-
-
-def scaled_efficiency(eff: Efficiency, factors: dict[str, float], source: str = "calibrated") -> Efficiency:
-    """``eff`` with each factor applied (absent factors are 1)."""
-    update: dict = {}
-    k = factors.get("compute", 1.0)
-    if k != 1.0:
-        update.update(_scaled_compute(eff, k))
-    if any(factors.get(name, 1.0) != 1.0 for name in CLASS_FACTORS):
-        eff = eff.model_copy(update=update)  # a class factor multiplies onto the stack-wide compute factor
-        update.update(_scaled_classes(eff, factors))
-    if factors.get("communication", 1.0) != 1.0:
-        k = factors["communication"]
-        update["link_bandwidth_fraction"] = _clip(eff.link_bandwidth_fraction * k)
-        update["link_fractions"] = {name: _clip(v * k) for name, v in eff.link_fractions.items()}
-    if factors.get("memory", 1.0) != 1.0:
-        update["memory_bandwidth_fraction"] = _clip(eff.memory_bandwidth_fraction * factors["memory"])
-    if factors.get("launch", 1.0) != 1.0:
-        update["launch_overhead_s"] = eff.launch_overhead_s * factors["launch"]
-    update["source"] = f"{eff.source} × {source}"[:300]
-    return eff.model_copy(update=update)
-
-
-def scaled_device(device: Device, factors: dict[str, float], source: str = "calibrated") -> Device:
-    return device.model_copy(update={"efficiency": scaled_efficiency(device_efficiency(device), factors, source)})
-
-
-def scaled_cluster(cluster: Cluster, factors: dict[str, float], source: str = "calibrated") -> Cluster:
-    """``cluster`` whose node's device carries the scaled efficiency."""
-    device = scaled_device(cluster.node.device, factors, source)
-    return cluster.model_copy(update={"node": cluster.node.model_copy(update={"device": device})})
-
-
-def check_factors(factors: dict[str, float]) -> None:
-    """Unknown names and values outside the bounds are an error (a calibration file is input)."""
-    from simtrain.errors import SpecError
-    for name, value in factors.items():
-        if name not in BOUNDS:
-            raise SpecError.one(None, f"factors.{name}", f"unknown factor; known: {', '.join(FACTORS)} "
-                                "and class:<op class>")
-        lo, hi = BOUNDS[name]
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and lo <= value <= hi):
-            raise SpecError.one(None, f"factors.{name}", f"must be a number in [{lo}, {hi}]")
+           "calibrate_runs", "load_calibration", "RUN_NOISE", "MAX_UNCERTAINTY"]
 
 
 # ──── The memory term ───────────────────────────────────────────────────────────────────────────────
@@ -312,7 +175,6 @@ class RunRecord:
 
     def __post_init__(self) -> None:
         from simtrain.graph.model import Model
-        from simtrain.specs.hardware import Cluster
         from simtrain.specs.train import TrainConfig
         where = f"RunRecord {self.name!r}" if self.name else "RunRecord"
         for field, kind in (("model", Model), ("cluster", Cluster), ("config", TrainConfig)):
@@ -677,94 +539,3 @@ def _overflow_warning(fit: RecordFit, reasons) -> str:
             "its step time is fitted all the same")
 
 
-# ──── Run files ─────────────────────────────────────────────────────────────────────────────────────
-
-RUN_COLUMNS = ("model", "hardware", "cluster", "nodes", "step_time_s", "peak_memory_bytes", "peak_memory_kind",
-               "name")
-
-
-def _cell(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, row) pairs; CSV cells parsed by :func:`_cell`, empty cells dropped."""
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
-        out = []
-        for i, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as err:
-                raise SpecError.one(f"{path}:{i}", "(line)", f"not valid JSON: {err.msg}") from None
-            if not isinstance(obj, dict):
-                raise SpecError.one(f"{path}:{i}", "(line)", "each line must be a JSON object")
-            out.append((i, {k: v for k, v in obj.items() if v is not None}))
-        return out
-    if path.suffix.lower() != ".csv":
-        raise SpecError.one(str(path), "(file)", "runs file must end in .csv or .jsonl")
-    reader = csv.DictReader(text.splitlines())
-    return [(i, {k: _cell(v) for k, v in row.items() if k is not None and v not in (None, "")})
-            for i, row in enumerate(reader, start=2)]
-
-
-def _required(where: str, row: dict, *names: str) -> Any:
-    for n in names:
-        if n in row:
-            return row[n]
-    raise SpecError.one(where, names[0], "missing (required)")
-
-
-def _loaded(where: str, column: str, load):
-    try:
-        return load()
-    except SpecError as err:
-        issue = err.issues[0]
-        raise SpecError.one(where, column, f"{issue.field}: {issue.reason}" if issue.field != column else issue.reason) \
-            from None
-    except (SimtrainError, OSError, ValueError) as err:
-        raise SpecError.one(where, column, str(err)) from None
-
-
-def record_from_row(row: dict[str, Any], where: str):
-    """One :class:`RunRecord` from one row; errors name ``where`` (``file:line``) and the column."""
-    from pydantic import ValidationError
-
-    from simtrain.inputs import as_cluster, as_model
-    from simtrain.specs.train import TrainConfig
-    cfg_fields = {k: v for k, v in row.items() if k not in RUN_COLUMNS}
-    unknown = [k for k in cfg_fields if k not in TrainConfig.model_fields]
-    if unknown:
-        raise SpecError.one(where, unknown[0], f"unknown column; known: {', '.join(RUN_COLUMNS)} and TrainConfig fields")
-    model = _loaded(where, "model", lambda: as_model(str(_required(where, row, "model"))))
-    cluster = _loaded(where, "hardware", lambda: as_cluster(str(_required(where, row, "hardware", "cluster")),
-                                                            nodes=row.get("nodes")))
-    try:
-        cfg = TrainConfig(**cfg_fields)
-    except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        col = ".".join(str(p) for p in first.get("loc", ())) or "(config)"
-        raise SpecError.one(where, col, first.get("msg", "invalid")) from None
-    try:
-        return RunRecord(model=model, cluster=cluster, config=cfg,
-                         step_time_s=_required(where, row, "step_time_s"),
-                         peak_memory_bytes=row.get("peak_memory_bytes"), name=str(row.get("name", "")),
-                         peak_memory_kind=str(row.get("peak_memory_kind") or "reserved"))
-    except SpecError as err:
-        raise SpecError.one(where, err.issues[0].field, err.issues[0].reason) from None
-
-
-def load_run_records(path: str | Path) -> list:
-    """Every run of a CSV / JSONL file (see the module docstring); at least one."""
-    path = Path(path)
-    if not path.is_file():
-        raise SpecError.one(str(path), "(file)", "no such runs file")
-    records = [record_from_row(row, f"{path}:{line}") for line, row in _rows(path)]
-    if not records:
-        raise SpecError.one(str(path), "(file)", "no runs in the file")
-    return records

@@ -42,8 +42,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simtrain.calibrate.bench_ops import synchronize, timing_of
 from simtrain.calibrate.robust import contention_between, snapshot
+from simtrain.calibrate.timing import synchronize, timing_of
 
 __all__ = ["StepTimes", "time_steps", "DEVICES"]
 

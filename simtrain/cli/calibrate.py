@@ -105,7 +105,8 @@ def _measurements(args: argparse.Namespace):
 
 
 def _from_runs(args: argparse.Namespace) -> int:
-    from simtrain.calibrate.runs import calibrate_runs, load_run_records
+    from simtrain.calibrate.run_files import load_run_records
+    from simtrain.calibrate.runs import calibrate_runs
     records = load_run_records(args.runs)
     cal = calibrate_runs(records)
     out = args.out if args.out != Path("profile.yaml") else Path("calibration.yaml")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import simtrain as st
-from simtrain.calibrate.runs import load_run_records
+from simtrain.calibrate.run_files import load_run_records
 from simtrain.errors import SpecError
 
 HEADER = "name,model,hardware,global_batch_size,micro_batch_size,seq_len,precision,optimizer,step_time_s\n"
