@@ -224,9 +224,10 @@ def op_sac_bytes(ops, roles, micro_batch: float, reg: Regime, tp: int, sp: bool,
     — its input (the checkpoint's) and the share of each op's output the policy saves (``roles``:
     parallel/recompute.py ``op_sac_roles``, by local op name), with a fused attention kernel's
     log-sum-exp. A Llama layer: input h, wq h, wv h_kv, attention h, w1 f, w2 h elements per token."""
+    from simtrain.parallel.recompute import local_name
     kept = checkpoint_bytes([ops[0]], micro_batch, reg, tp, sp)
     for i, op in enumerate(ops):
-        role = roles.get(op.name.split("/", 1)[-1])
+        role = roles.get(local_name(op))
         if role is None or not role.saved_output_fraction:
             continue
         f = shard_factors(op, tp, sp, ep)

@@ -43,16 +43,20 @@ def chunk_ops(r, program) -> tuple:
     from simtrain.parallel.model_index import REPEATED_BLOCK
     from simtrain.parallel.partition import partition_blocks
     from simtrain.parallel.program import _OpCoster, _recompute_share
-    from simtrain.parallel.recompute import early_stop_skips
+    from simtrain.parallel.recompute import early_stop_skips, recomputed_blocks
     model, cfg, lay = r.model, r.cfg, program.layout
     coster = _OpCoster(r.cluster, r.regime, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance, r.stack,
                        r.efficiency)
     skip = early_stop_skips(cfg, model)
+    # full recomputation of only some layers (recompute_num_layers) re-runs the first N of each stage
+    full = str(cfg.recompute) == "full"
+    dropped = [recomputed_blocks(st.blocks, cfg) for st in program.stages] if full else None
     out = []
-    for blocks in partition_blocks(model, lay.pp * lay.v, cfg.first_stage_layers, cfg.last_stage_layers):
+    chunks = partition_blocks(model, lay.pp * lay.v, cfg.first_stage_layers, cfg.last_stage_layers)
+    for chunk, blocks in enumerate(chunks):
         ops = []
         for b in blocks:
-            repeated = bool(REPEATED_BLOCK.match(b))
+            repeated = bool(REPEATED_BLOCK.match(b)) and (not full or b in dropped[chunk % lay.pp])
             for op in model.block_ops(b):
                 c = coster(op)
                 share = 0.0 if op.name in skip else _recompute_share(op, cfg, repeated, model)

@@ -110,3 +110,19 @@ def test_cli_writes_an_op_level_trace(tmp_path, capsys):
     capsys.readouterr()
     names = [ev["name"] for ev in json.loads(trace.read_text())["traceEvents"] if ev.get("ph") == "X"]
     assert any(n.endswith(" layers.0/mlp/fc1") for n in names) and any(n.endswith(" head/loss") for n in names)
+
+
+@pytest.mark.parametrize("recompute", [{"recompute": "full"}, {"recompute": "full", "recompute_num_layers": 1},
+                                       {"recompute": "selective-op"}])
+def test_chunk_ops_carry_the_programs_recomputation(recompute):
+    """Per op, the backward includes what the program recomputes: all layers, only the first N of the
+    stage (recompute_num_layers), or torchtitan's per-op share; the sums are the stage's."""
+    from simtrain.estimator import program_of
+    from simtrain.resolve import resolve
+    cfg = st.TrainConfig(global_batch_size=4, micro_batch_size=1, precision="bf16", optimizer="adamw", **recompute)
+    r = resolve(tiny_llama(), invented_cluster(1), cfg)
+    program = program_of(r)
+    (ops,) = chunk_ops(r, program)
+    stage = program.stages[0]
+    assert stage.recompute_s > 0
+    assert sum(bw for _, _, bw in ops) == pytest.approx(stage.bw_s + stage.recompute_s, rel=1e-9)
