@@ -130,7 +130,7 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     step_s = data.iteration_s
     memories = stage_memories(model, cluster, cfg, program)
     peak_mem = max(memories, key=lambda mm: (mm.reserved_bytes, mm.total_bytes))
-    reasons = [] if peak_mem.fits else [_overflow_reason(peak_mem)]
+    reasons = [] if peak_mem.fits else [peak_mem.overflow_reason()]
     model_flops, hw_flops = _flops_per_step(model, cfg, program)
     from simtrain.cost.compute import matrix_peak_flops_per_s
     peak = matrix_peak_flops_per_s(cluster.device, program.regime.matmul_dtype)
@@ -191,13 +191,6 @@ def _realisation(program: RankProgram, stage, span_s: float) -> dict:
 
 def _value(sourced):
     return None if sourced is None else sourced.value
-
-
-def _overflow_reason(mem) -> str:
-    term, size = mem.largest_term()
-    return (f"out of memory on rank {mem.rank} (stage {mem.stage}): reserves {mem.reserved_bytes / 2**30:.2f} GiB of "
-            f"{mem.capacity_bytes / 2**30:.2f} GiB usable, over by {mem.overflow_bytes / 2**30:.2f} GiB; "
-            f"the largest term is {term} ({size / 2**30:.2f} GiB)")
 
 
 def _flops_per_step(model: Model, cfg: TrainConfig, program: RankProgram) -> tuple[float, float]:

@@ -21,6 +21,9 @@ def register(sub) -> None:
     add_job_arguments(p)
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="one sweep axis (repeat for more); KEY is a TrainConfig field or 'nodes'")
+    p.add_argument("--engine", choices=("auto", "estimate", "simulate"), default="auto",
+                   help="auto (default): the estimate's rows, vectorized where exact; estimate: st.estimate per "
+                        "point; simulate: the event simulator per point")
     p.add_argument("--out", help="stream every row to this .parquet or .csv file (a rerun resumes from it)")
     p.add_argument("--fresh", action="store_true", help="overwrite --out instead of resuming from it")
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on this dask.distributed scheduler (tcp://host:8786)")
@@ -97,7 +100,7 @@ def run(args) -> int:
     model, cluster, cfg, _ = load_job_inputs(args)
     client = _client(args.scheduler)
     try:
-        df = sweep(model, cluster, cfg, grid, client=client, out=args.out, resume=not args.fresh,
+        df = sweep(model, cluster, cfg, grid, engine=args.engine, client=client, out=args.out, resume=not args.fresh,
                    progress=False if args.no_progress else None)
     finally:
         if client is not None:

@@ -29,7 +29,7 @@ import math
 from simtrain.glossary import OpClass
 
 __all__ = ["interference_slowdown", "comm_sm_share", "attention_realised", "scaled_attention_kernels",
-           "realisation_lines", "interference_s", "STEP_LINES", "step_scaled"]
+           "realisation_lines", "interference_s", "hidden_cost_s", "STEP_LINES", "step_scaled"]
 
 STEP_LINES = ("idle_gaps", "host_gaps", "stragglers")
 """The lines charged once per step on the critical rank (``interference`` sits inside its collectives)."""
@@ -71,14 +71,15 @@ def attention_realised(eff, k: float):
                                   "attention_kernels": scaled_attention_kernels(eff.attention_kernels, k)})
 
 
-def _hidden_cost_s(tasks) -> float:
+def hidden_cost_s(tasks) -> float:
+    """Σ slowdown × hidden seconds of ``tasks``: what their overlapped part costs the compute beside them."""
     return sum(t.slowdown * min(t.total_s, t.overlap_s) for t in tasks)
 
 
 def interference_s(stage, micro_batches: int) -> float:
     """Seconds the critical rank's compute loses beside its overlapped collectives in one step (part
     of what ``CommTask.exposed_s`` charges)."""
-    return micro_batches * _hidden_cost_s(stage.comm) + _hidden_cost_s(stage.step_comm)
+    return micro_batches * hidden_cost_s(stage.comm) + hidden_cost_s(stage.step_comm)
 
 
 def step_scaled(stack) -> bool:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from simtrain.errors import SimtrainError
 from simtrain.frozen import FrozenDict
 
-__all__ = ["StepReport", "MemoryReport", "reserved_bytes_of", "OpTime", "CommReport", "BREAKDOWN_KEYS", "ENERGY_MODEL", "device_watts", "full_load_watts",
+__all__ = ["StepReport", "MemoryReport", "reserved_bytes_of", "overflow_text", "MEMORY_TERM_NAMES", "OpTime", "CommReport", "BREAKDOWN_KEYS", "ENERGY_MODEL", "device_watts", "full_load_watts",
            "DEFAULT_IDLE_FRACTION_OF_TDP", "J_PER_KWH"]
 
 BREAKDOWN_KEYS = ("compute", "recompute", "comm_exposed", "pipeline_bubble", "data_stall", "optimizer",
@@ -20,6 +20,18 @@ ENERGY_MODEL = (
     "(compute + recompute + optimizer) / step_time; host, network and cooling are excluded (multiply by "
     "the site's PUE for facility energy). Devices without idle_power_w use 30 % of TDP."
 )
+
+
+def overflow_text(rank: int, stage: int, reserved_bytes: float, capacity_bytes: float, overflow_bytes: float,
+                  term: str, term_bytes: float) -> str:
+    """``MemoryReport.overflow_reason``'s line (the vectorized sweep writes it from arrays)."""
+    return (f"out of memory on rank {rank} (stage {stage}): reserves {reserved_bytes / 2**30:.2f} GiB "
+            f"of {capacity_bytes / 2**30:.2f} GiB usable, over by {overflow_bytes / 2**30:.2f} GiB; "
+            f"the largest term is {term} ({term_bytes / 2**30:.2f} GiB)")
+
+
+#: the terms ``MemoryReport.largest_term`` compares, in its order (the first of equals wins)
+MEMORY_TERM_NAMES = ("params", "grads", "optimizer", "activations", "buffers", "overhead", "reserve")
 
 
 def reserved_bytes_of(persistent, transient, reserve_fraction, workspace_bytes):
@@ -114,10 +126,15 @@ class MemoryReport:
     def overflow_bytes(self) -> float:
         return max(0.0, self.reserved_bytes - self.capacity_bytes)
 
+    def overflow_reason(self) -> str:
+        """Why the rank does not fit, in one line: what it reserves, by how much it is over, its largest term."""
+        return overflow_text(self.rank, self.stage, self.reserved_bytes, self.capacity_bytes, self.overflow_bytes,
+                             *self.largest_term())
+
     def largest_term(self) -> tuple[str, float]:
-        terms = {"params": self.params_bytes, "grads": self.grads_bytes, "optimizer": self.optimizer_bytes,
-                 "activations": self.activations_bytes, "buffers": self.buffers_bytes,
-                 "overhead": self.overhead_bytes, "reserve": self.reserve_bytes}
+        terms = dict(zip(MEMORY_TERM_NAMES, (self.params_bytes, self.grads_bytes, self.optimizer_bytes,
+                                             self.activations_bytes, self.buffers_bytes, self.overhead_bytes,
+                                             self.reserve_bytes), strict=True))
         name = max(terms, key=terms.get)
         return name, terms[name]
 

@@ -17,7 +17,10 @@ import hashlib
 import json
 import sys
 import time
+import warnings
 from collections.abc import Iterator
+
+import numpy as np
 
 from simtrain.errors import SpecError
 from simtrain.search.sweep_rows import (
@@ -31,7 +34,11 @@ from simtrain.search.sweep_rows import (
 
 __all__ = ["sweep", "grid_points", "evaluate_point", "point_key", "RESULT_COLUMNS", "ENGINES"]
 
-ENGINES = ("estimate", "simulate")
+ENGINES = ("auto", "estimate", "simulate")
+"""``auto`` (the default): the vectorized estimate for every point it costs exactly, ``st.estimate``
+for the rest — the rows ``estimate`` gives, faster (search/vector_rows.py)."""
+#: points per chunk of the ``auto`` engine: a progress update and a flush at least this often
+AUTO_CHUNK = 131_072
 #: rows are written to ``out`` at least this often (a crash loses at most this much work)
 FLUSH_INTERVAL_S = 1.0
 #: the progress bar appears only once a sweep has run this long (issue 14: "longer than ~2 s")
@@ -42,7 +49,8 @@ def _fingerprint(model, cluster, cfg, engine: str) -> str:
     """What a stored row depends on besides its point: resume refuses a file of another sweep."""
     facts = {"model": [model.name, model.param_count, len(model.ops), getattr(model, "seq_len", None),
                        model.flops_per_sample()],
-             "cluster": cluster.model_dump(mode="json"), "cfg": cfg.model_dump(mode="json"), "engine": engine}
+             "cluster": cluster.model_dump(mode="json"), "cfg": cfg.model_dump(mode="json"),
+             "engine": "estimate" if engine == "auto" else engine}  # auto's rows are estimate's rows
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -50,10 +58,12 @@ def _chunks(points: list[dict], size: int) -> list[list[dict]]:
     return [points[i:i + size] for i in range(0, len(points), size)]
 
 
-def _auto_chunk(n_points: int, threads: int) -> int:
+def _auto_chunk(n_points: int, threads: int, engine: str = "estimate") -> int:
     # ~4 chunks per worker thread keeps the load balanced; 500 points (~1 s of estimates) bounds
-    # a chunk's latency and what a killed worker has to redo; 1 point per task is the old slow path
-    return max(1, min(500, -(-n_points // (4 * threads))))
+    # a chunk's latency and what a killed worker has to redo; 1 point per task is the old slow path.
+    # The auto engine costs ~50k points a second, and pays its per-chunk setup once per chunk
+    cap = 20_000 if engine == "auto" else 500
+    return max(1, min(cap, -(-n_points // (4 * threads))))
 
 
 def _local(model, cluster, cfg, engine: str, chunks: list[list[dict]]) -> Iterator[list[dict]]:
@@ -66,8 +76,27 @@ def _runs(client, inputs: tuple, todo: list[dict], chunk_size: int | None) -> It
     if client is None:
         return _local(*inputs, _chunks(todo, chunk_size or 32))
     from simtrain.search.sweep_dask import dask_threads, run_on_dask
-    size = chunk_size or _auto_chunk(len(todo), dask_threads(client))
+    size = chunk_size or _auto_chunk(len(todo), dask_threads(client), inputs[3])
     return run_on_dask(client, *inputs, _chunks(todo, size))
+
+
+def _auto_local(model, cluster, cfg, coded: tuple, todo, schema, chunk_size: int | None, point_key: list) -> Iterator:
+    """The auto engine in this process: Arrow tables of ``chunk_size`` points (default
+    :data:`AUTO_CHUNK`), the chunks sharing what the vectorized estimate caches."""
+    from simtrain.search.vector_rows import auto_table
+    keys, uniques, codes = coded
+    size, cache = chunk_size or AUTO_CHUNK, {}
+    for start in range(0, len(todo), size):
+        part = np.asarray(todo[start:start + size])
+        try:
+            yield auto_table(model, cluster, cfg, keys, uniques, {k: codes[k][part] for k in keys}, schema, cache,
+                             [point_key[i] for i in part])
+        except Exception as err:  # noqa: BLE001 — the chunk's points one by one, each failure its own row
+            warnings.warn(f"sweep: the vectorized engine failed on {len(part)} points ({type(err).__name__}: "
+                          f"{err}); they are evaluated one by one", RuntimeWarning, stacklevel=2)
+            cache.clear()
+            yield evaluate_chunk(model, cluster, cfg, [{k: uniques[k][codes[k][i]] for k in keys} for i in part],
+                                 "estimate")
 
 
 def progress_bar(total: int, initial: int, progress: bool | None, desc: str = "sweep"):
@@ -87,8 +116,15 @@ class _Sink:
         self.store, self.schema, self.buffer, self.tables = store, schema, [], []
         self.last_flush = time.monotonic()
 
-    def add(self, rows: list[dict]) -> None:
-        self.buffer.extend(rows)
+    def add(self, rows) -> None:
+        """Rows as dicts, or an Arrow table of the schema (the auto engine's chunks)."""
+        if isinstance(rows, list):
+            self.buffer.extend(rows)
+        else:
+            self.flush()
+            self.tables.append(rows)
+            if self.store is not None:
+                self.store.write_part(rows)
         if time.monotonic() - self.last_flush >= FLUSH_INTERVAL_S:
             self.flush()
 
@@ -123,37 +159,50 @@ def _inputs(model, cluster, cfg, engine: str):
     return as_model(model), as_cluster(cluster), as_config(cfg)
 
 
-def sweep(model, cluster, cfg, grid: dict[str, list], engine: str = "estimate", client=None, out=None,
+def sweep(model, cluster, cfg, grid: dict[str, list], engine: str = "auto", client=None, out=None,
           resume: bool = True, progress: bool | None = None, chunk_size: int | None = None):
     """pandas DataFrame, one row per grid point in grid order (see module docstring).
 
     ``model`` / ``cluster`` / ``cfg`` may be library names or paths (as for ``st.estimate``);
-    ``client`` a ``distributed.Client``; ``out`` a ``.parquet`` or ``.csv`` path that rows stream to
-    and that a rerun resumes from (``resume=False`` starts afresh); ``progress`` None shows a tqdm bar
-    when stderr is a terminal and the sweep runs over 2 s, True shows it however short the sweep, False
-    never; ``chunk_size`` is
-    the points per Dask task (default: ~4 chunks per worker thread, at most 500)."""
+    ``engine``: ``auto`` (the default: the rows of ``estimate``, vectorized where it can be),
+    ``estimate`` (``st.estimate`` per point) or ``simulate``; ``client`` a ``distributed.Client``;
+    ``out`` a ``.parquet`` or ``.csv`` path that rows stream to and that a rerun resumes from
+    (``resume=False`` starts afresh; ``auto`` and ``estimate`` resume each other's files); ``progress``
+    None shows a tqdm bar when stderr is a terminal and the sweep runs over 2 s, True shows it however
+    short the sweep, False never; ``chunk_size`` is the points per Dask task (default: ~4 chunks per
+    worker thread, at most 500 — 20,000 for ``auto``) or, for ``auto`` in this process, per chunk."""
+    import pyarrow as pa
+
     from simtrain.search.sweep_store import SweepStore, sweep_schema
+    from simtrain.search.vector_rows import grid_codes, point_keys
     grid = check_grid(grid)
     model, cluster, cfg = _inputs(model, cluster, cfg, engine)
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
         raise SpecError.one(None, "chunk_size", f"must be a whole number >= 1, got {chunk_size!r}")
-    points = grid_points(grid)
-    keys = [point_key(p) for p in points]
+    coded = grid_codes(grid)
+    names, uniques, codes = coded
+    keys = point_keys(names, uniques)  # the whole grid, in sweep order
     schema = sweep_schema(grid, _fingerprint(model, cluster, cfg, engine))
     store = SweepStore(out, schema, resume) if out is not None else None
     stored = store.load(set(keys)) if store is not None else schema.empty_table()
     done = {k for k, s in zip(stored.column("point_key").to_pylist(), stored.column("status").to_pylist(),
                               strict=True) if s != "error"}
-    todo = [p for p, k in zip(points, keys, strict=True) if k not in done]
-    runs = _runs(client, (model, cluster, cfg, engine), todo, chunk_size)
-    with progress_bar(len(points), len(points) - len(todo), progress) as bar, _Sink(store, schema) as sink, \
+    todo = [i for i, k in enumerate(keys) if k not in done] if done else range(len(keys))
+    if engine == "auto" and client is None:
+        runs = _auto_local(model, cluster, cfg, coded, todo, schema, chunk_size, keys)
+    else:
+        points = [{k: uniques[k][codes[k][i]] for k in names} for i in todo]
+        runs = _runs(client, (model, cluster, cfg, engine), points, chunk_size)
+    with progress_bar(len(keys), len(keys) - len(todo), progress) as bar, _Sink(store, schema) as sink, \
             contextlib.closing(runs):  # on Ctrl-C: cancel the Dask tasks in flight, write what finished
         sink.tables.append(stored)
         for rows in runs:
             sink.add(rows)
             bar.update(len(rows))
-    table = _in_grid_order(sink.tables, schema, keys)
+    # the auto engine's chunks come in grid order: only a resumed or distributed sweep needs sorting
+    ordered = engine == "auto" and client is None and not stored.num_rows
+    table = pa.concat_tables([schema.empty_table(), *sink.tables]) if ordered else \
+        _in_grid_order(sink.tables, schema, keys)
     if store is not None:
         store.finish(table)
     return table.to_pandas()

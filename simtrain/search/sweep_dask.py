@@ -47,6 +47,9 @@ def _unpack(token: str, blob: bytes) -> tuple:
 def evaluate_packed_chunk(token: str, blob: bytes, points: list[dict], engine: str) -> list[dict]:
     """A Dask task: the rows of ``points`` for the pickled (model, cluster, cfg) ``blob``."""
     model, cluster, cfg = _unpack(token, blob)
+    if engine == "auto":
+        from simtrain.search.vector_rows import auto_rows
+        return auto_rows(model, cluster, cfg, points)
     return evaluate_chunk(model, cluster, cfg, points, engine)
 
 

@@ -24,7 +24,7 @@ from simtrain.errors import SimtrainError, SpecError
 from simtrain.report.step_report import BREAKDOWN_KEYS
 
 __all__ = ["RESULT_COLUMNS", "BREAKDOWN_COLUMNS", "STATUSES", "check_grid", "grid_points", "point_key",
-           "evaluate_point", "evaluate_chunk", "failed_row"]
+           "evaluate_point", "evaluate_chunk", "failed_row", "target_cluster"]
 
 #: the report parts that get a ``time_<part>_s`` column
 _BREAKDOWN = BREAKDOWN_KEYS
@@ -113,7 +113,8 @@ def failed_row(point: dict, reason: str, status: str = "invalid") -> dict:
     return row
 
 
-def _target_cluster(cluster, point: dict):
+def target_cluster(cluster, point: dict):
+    """The cluster of the point's ``nodes`` (the cluster itself without one); SpecError for a bad count."""
     if "nodes" not in point:
         return cluster
     nodes = point["nodes"]
@@ -147,7 +148,7 @@ def _point_inputs(cluster, base_cfg, point: dict):
     except (SpecError, SimtrainError, ValueError) as err:
         problems.append(str(err))
     try:
-        target = _target_cluster(cluster, point)
+        target = target_cluster(cluster, point)
     except (SpecError, SimtrainError, ValueError) as err:
         problems.append(str(err))
     return cfg, target, problems

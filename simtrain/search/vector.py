@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from simtrain.errors import SimtrainError, SpecError
+from simtrain.search.vector_core import MEMORY_TERMS
 
 __all__ = ["estimate_grid", "estimate_points", "estimate_codes", "LAYOUT_AXES", "SETTING_AXES"]
 
@@ -31,6 +32,11 @@ LAYOUT_AXES = ("nodes", "tp", "pp", "dp", "cp", "ep", "micro_batch_size", "virtu
                "sequence_parallel", "global_batch_size")
 SETTING_AXES = ("recompute", "zero_stage", "stack", "precision", "optimizer", "dp_overlap", "fused_optimizer",
                 "optimizer_impl", "grad_clipping")
+_SIG_RADIX = 1 << 24  # more distinct setting signatures than any grid has
+
+#: how ``_run(..., scalar=False)`` left each point: its layout or its settings rejected before costing, not
+#: covered by the factoring (the caller's to cost), or costed here
+PATHS = ("layout", "setting", "scalar", "vector")
 OOM_REASON = "out of memory: the peak rank's reserved memory exceeds the device's usable memory"
 
 
@@ -174,10 +180,18 @@ def _layout(model, cluster, base_cfg, fields: dict, nodes, checked: dict):
         update[axis], reason = checked[key]
         if reason:
             return None, reason
-    try:
-        target = cluster if nodes is None else checked.setdefault(("nodes", nodes), cluster.with_nodes(int(nodes)))
-    except (SpecError, SimtrainError, ValueError, TypeError) as err:
-        return None, str(err)
+    target = cluster
+    if nodes is not None:  # the sweep's own check of a node count, once per value
+        from simtrain.search.sweep_rows import target_cluster
+        key = ("nodes", type(nodes), nodes)
+        if key not in checked:
+            try:
+                checked[key] = target_cluster(cluster, {"nodes": nodes}), None
+            except (SpecError, SimtrainError, ValueError, TypeError) as err:
+                checked[key] = None, str(err)
+        target, reason = checked[key]
+        if reason:
+            return None, reason
     cfg = base_cfg.model_copy(update=update)
     problems = cfg._local_problems() or layout_problems(cfg, target.devices_count, model)
     if problems:
@@ -189,7 +203,10 @@ def _layout(model, cluster, base_cfg, fields: dict, nodes, checked: dict):
     return (target, dp, cfg), None
 
 _OUTPUTS = ("step_time_s", "mfu", "hfu", "memory_bytes", "memory_reserved_bytes", "micro_batches", "compute_s",
-            "recompute_s", "optimizer_s", "bubble_s")
+            "recompute_s", "optimizer_s", "bubble_s", "comm_exposed_s", "interference_s", "idle_gaps_s")
+#: what the sweep's rows need besides (arrays kept with ``frame=False``, not DataFrame columns)
+_DETAILS = ("peak_stage", "memory_bound_share", "model_flops", "hardware_flops", "peak_flops_per_s",
+            *(f"mem_{t}" for t in MEMORY_TERMS))
 
 
 def estimate_grid(model, cluster, cfg, grid: dict, *, frame: bool = True):
@@ -247,39 +264,63 @@ def _distinct(codes: dict, uniques: dict, axes: list[str], n: int):
     return inv, [{a: uniques[a][codes[a][i]] for a in axes} for i in first]
 
 
-def _run(model, cluster, cfg, codes: dict, uniques: dict, n: int, frame: bool, bar=None):
+def _hashable(fields: dict) -> tuple:
+    return tuple((k, type(v).__name__, v) for k, v in sorted(fields.items()))
+
+
+def _cached(cache: dict, name: str, fields: dict, make):
+    """``make()`` once per distinct ``fields`` in ``cache[name]`` (kept alive there: the memo keys of
+    vector_core hold ids of the models and clusters these hold)."""
+    table = cache.setdefault(name, {})
+    key = _hashable(fields)
+    if key not in table:
+        table[key] = make()
+    return table[key]
+
+
+def _run(model, cluster, cfg, codes: dict, uniques: dict, n: int, frame: bool, bar=None, *, scalar: bool = True,
+         cache: dict | None = None, interleave: bool = True):
+    """``interleave=False`` drops the convenience of :func:`estimate_grid` (a ``virtual_stages`` axis
+    without a schedule axis interleaves): the sweep's rows are TrainConfig's. ``scalar=False`` leaves the points the factoring does not cover uncosted (``out["path"]`` says
+    which: :data:`PATHS`) for the caller to evaluate its own way; ``cache``: a dict kept between calls
+    over the same model, cluster and base config (the sweep's chunks), holding what they share."""
     from simtrain.inputs import as_cluster, as_config, as_model
     model, cluster, cfg = as_model(model), as_cluster(cluster), as_config(cfg)
+    cache = {} if cache is None else cache
     covered = _check_keys(codes)
     base = cfg.model_dump(exclude_unset=True)
     lay_axes = [k for k in LAYOUT_AXES if k in codes] if covered else list(codes)
     set_axes = [k for k in SETTING_AXES if k in codes] if covered else []
     l_inv, l_vals = _distinct(codes, uniques, lay_axes, n)
     s_inv, s_vals = _distinct(codes, uniques, set_axes, n)
-    facts_model = model.with_seq_len(cfg.seq_len)
-    if "virtual_stages" in codes and "pipeline_schedule" not in codes:  # v > 1 means interleaving
+    facts_model = cache.get("facts_model") or cache.setdefault("facts_model", model.with_seq_len(cfg.seq_len))
+    if interleave and "virtual_stages" in codes and "pipeline_schedule" not in codes:  # v > 1: interleaving
         for f in l_vals:
             if f["virtual_stages"] > 1:
                 f["pipeline_schedule"] = "interleaved-1f1b"
-    checked: dict = {}
-    layouts = [_layout(facts_model, cluster, cfg, {k: v for k, v in f.items() if k != "nodes"}, f.get("nodes"),
-                       checked) if covered else
-               _layout_scalar(facts_model, cluster, base, f) for f in l_vals]
-    tables: dict = {}
-    settings = [_setting(model, cluster, {**base, **f}, tables) if covered else ("scalar", None) for f in s_vals]
-    out = {k: np.full(n, np.nan) for k in _OUTPUTS}
+    checked = cache.setdefault("checked", {})
+    layouts = [_cached(cache, "layouts", f, lambda f=f: _layout(
+        facts_model, cluster, cfg, {k: v for k, v in f.items() if k != "nodes"}, f.get("nodes"), checked))
+        if covered else _layout_scalar(facts_model, cluster, base, f) for f in l_vals]
+    tables = cache.setdefault("tables", {})
+    settings = [_cached(cache, "settings", f, lambda f=f: _setting(model, cluster, {**base, **f}, tables))
+                if covered else ("scalar", None) for f in s_vals]
+    out = {k: np.full(n, np.nan) for k in (*_OUTPUTS, *_DETAILS)}
     out.update(feasible=np.zeros(n, dtype=bool), valid=np.zeros(n, dtype=bool), dp=np.zeros(n, dtype=np.int64),
-               devices=np.zeros(n, dtype=np.int64), gbs=np.zeros(n, dtype=np.int64), errors={})
+               devices=np.zeros(n, dtype=np.int64), gbs=np.zeros(n, dtype=np.int64), errors={},
+               ranks_per_stage=np.zeros(n, dtype=np.int64))
     reasons = np.array([r for _, r in layouts] + [r for _, r in settings] + [OOM_REASON, ""], dtype=object)
     l_ok = np.array([lay is not None for lay, _ in layouts])[l_inv]
     s_state = np.array([0 if s is None else (1 if isinstance(s, str) else 2) for s, _ in settings])[s_inv]
     why = np.where(~l_ok, l_inv, len(layouts) + s_inv)
-    scalar = np.flatnonzero(l_ok & (s_state == 1))
+    scalar_idx = np.flatnonzero(l_ok & (s_state == 1))
     vector = np.flatnonzero(l_ok & (s_state == 2))
     if bar is not None:  # points rejected before costing are done at once
-        bar.update(n - len(vector) - len(scalar))
-    _vector_points(vector, layouts, settings, l_inv, s_inv, out, bar)
-    _scalar_points(scalar, model, base, l_vals, s_vals, l_inv, s_inv, layouts, codes, uniques, out, covered, bar)
+        bar.update(n - len(vector) - (len(scalar_idx) if scalar else 0))
+    _vector_points(vector, layouts, settings, l_inv, s_inv, out, bar, cache.setdefault("memo", {}))
+    if scalar:
+        _scalar_points(scalar_idx, model, base, l_vals, s_vals, l_inv, s_inv, layouts, codes, uniques, out, covered,
+                       bar)
     ran = out["valid"]
     why = np.where(ran, np.where(out["feasible"], len(reasons) - 1, len(reasons) - 2), why)
     out["reasons"] = reasons[why]
@@ -288,11 +329,14 @@ def _run(model, cluster, cfg, codes: dict, uniques: dict, n: int, frame: bool, b
     out["tokens_per_sample"] = facts_model.tokens_per_sample
     if not frame:
         out["axes"] = (codes, uniques)
+        out["path"] = np.where(~l_ok, PATHS.index("layout"), np.where(s_state == 0, PATHS.index("setting"),
+                               np.where(s_state == 1, PATHS.index("scalar"), PATHS.index("vector"))))
+        out.update(l_inv=l_inv, s_inv=s_inv, layouts=layouts, settings=settings)
         return out
     return _frame(codes, uniques, out)
 
 
-def _vector_points(idx, layouts, settings, l_inv, s_inv, out: dict, bar=None) -> None:
+def _vector_points(idx, layouts, settings, l_inv, s_inv, out: dict, bar=None, memo: dict | None = None) -> None:
     from simtrain.search.vector_core import evaluate_group, factor
     if not len(idx):
         return
@@ -312,7 +356,7 @@ def _vector_points(idx, layouts, settings, l_inv, s_inv, out: dict, bar=None) ->
     p = num[l_inv[idx]]
     variant = np.array([s.variant if isinstance(s, _Setting) else -1 for s, _ in settings])[s_inv[idx]]
     g_inv, g_first = factor([p[:, 0], p[:, 3], p[:, 7], p[:, 8], variant])
-    memo: dict = {}
+    memo = {} if memo is None else memo
     for gi in range(len(g_first)):
         sel = np.flatnonzero(g_inv == gi)
         pts, q = idx[sel], p[sel]
@@ -324,13 +368,15 @@ def _vector_points(idx, layouts, settings, l_inv, s_inv, out: dict, bar=None) ->
         for sig in ("sig_c", "sig_l", "sig_d", "sig_a"):
             c[sig] = np.array([getattr(s, sig) for s in group_settings])[s_code]
         # ring attention overlaps op costs, which read every compute setting
-        c["sig_l"] = np.where(c["cp"] > 1, c["sig_l"] + (1 + int(c["sig_l"].max())) * (1 + c["sig_c"]), c["sig_l"])
+        # (a code that does not depend on the chunk: the memo outlives it when a sweep passes a cache)
+        c["sig_l"] = np.where(c["cp"] > 1, c["sig_l"] + _SIG_RADIX * (1 + c["sig_c"]), c["sig_l"])
         res = evaluate_group(cluster_of[int(q[0, 0])], int(q[0, 3]), int(q[0, 7]), scheds[int(q[0, 8])],
                              group_settings[0].model, group_settings, c, memo)
-        for k in _OUTPUTS:
+        for k in (*_OUTPUTS, *_DETAILS):
             out[k][pts] = res[k]
         out["feasible"][pts], out["valid"][pts] = res["feasible"], True
         out["dp"][pts], out["devices"][pts], out["gbs"][pts] = q[:, 1], q[:, 11], q[:, 10]
+        out["ranks_per_stage"][pts] = q[:, 1] * q[:, 2] * q[:, 4]  # dp · tp · cp: a stage's first rank
         if bar is not None:
             bar.update(len(pts))
 
@@ -358,7 +404,8 @@ def _scalar_points(idx, model, base, l_vals, s_vals, l_inv, s_inv, layouts, code
         vals = dict(step_time_s=r.step_time_s, mfu=r.mfu, hfu=r.hfu, memory_bytes=r.memory.total_bytes,
                     memory_reserved_bytes=r.memory.reserved_bytes, micro_batches=r.layout["micro_batches"],
                     compute_s=b["compute"], recompute_s=b["recompute"], optimizer_s=b["optimizer"],
-                    bubble_s=b["pipeline_bubble"])
+                    bubble_s=b["pipeline_bubble"], comm_exposed_s=b["comm_exposed"],
+                    interference_s=b["interference"], idle_gaps_s=b["idle_gaps"])
         for k, v in vals.items():
             out[k][i] = v
         out["feasible"][i] = r.feasible

@@ -26,6 +26,7 @@ from types import SimpleNamespace
 import numpy as np
 
 import simtrain.search.vector_rules as rules
+from simtrain.cost.realisation import hidden_cost_s
 from simtrain.parallel.comm import ClusterComm
 from simtrain.parallel.comm_tasks import _exposed, _fsdp_tasks, microbatch_comm, step_comm
 from simtrain.parallel.memory_plan import _activations_and_working, gathered_params_bytes
@@ -40,12 +41,12 @@ from simtrain.parallel.program import (
     stage_compute,
 )
 from simtrain.parallel.schedule import in_flight_microbatches
-from simtrain.report.step_report import reserved_bytes_of
+from simtrain.report.step_report import MEMORY_TERM_NAMES, reserved_bytes_of
 from simtrain.search.vector_pipeline import pipeline_finish_many
 
 __all__ = ["evaluate_group", "factor"]
 
-_COMPUTE = ("fw", "bw", "rc", "fwf", "bwf", "rcf", "fwk", "bwk", "rck")
+_COMPUTE = ("fw", "bw", "rc", "fwf", "bwf", "rcf", "mem", "fwk", "bwk", "rck")
 
 
 def factor(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -90,11 +91,12 @@ class _Group:
         groups under ``name`` + ``extra`` + the values) and gather the results to every point."""
         inv, first = factor([self.c[k] for k in cols])
         rows = []
-        for i in first:
-            key = (name, *extra, *(self.c[k][i].item() for k in cols))
+        values = np.stack([self.c[k][first].astype(np.int64) for k in cols], axis=1).tolist()  # bools as 0/1
+        for i, vals in zip(first.tolist(), values, strict=True):
+            key = (name, *extra, *vals)
             out = self.memo.get(key)
             if out is None:
-                out = self.memo[key] = fn(int(i))
+                out = self.memo[key] = fn(i)
             rows.append(out)
         return {k: np.array([r[k] for r in rows])[inv] for k in rows[0]}
 
@@ -103,7 +105,7 @@ def _block_compute(g: _Group, block: str) -> dict:
     def fn(i):
         cfg, _, _, coster, _ = g.ctx(i)
         out = stage_compute(g.idx.items((block,)), cfg, coster)
-        return dict(zip(_COMPUTE, out[:6] + out[7:10], strict=True))
+        return dict(zip(_COMPUTE, out[:10], strict=True))
     kind = g.idx.shape_key((block,))
     return g.piece("block", ["mb", "cp", "tp", "sp", "ep", "sig_c"], fn, (id(g.model), kind))
 
@@ -114,7 +116,8 @@ def _local_comm(g: _Group, stage: int, blocks) -> dict:
         items = g.idx.items(blocks)
         local = microbatch_comm(items, cfg, lay, s.reg, comm, coster, stage, _last_op(g.model, blocks))
         return {"e_fw": _exposed(local, ("fw",)), "e_back": _exposed(local, ("bw", "recompute")),
-                "e_bw": _exposed(local, ("bw",)), "e_rc": _exposed(local, ("recompute",))}
+                "e_bw": _exposed(local, ("bw",)), "e_rc": _exposed(local, ("recompute",)),
+                "hid": hidden_cost_s(local)}
     # the schedule decides whether the stack's pipeline sends are hidden (comm_tasks._pp_tasks)
     return g.piece("local", ["mb", "cp", "tp", "sp", "ep", "dp", "sig_l"], fn,
                    (id(g.model), id(g.cluster), g.p, g.v, str(g.schedule), blocks))
@@ -176,10 +179,11 @@ def _stage_time(g: _Group, stage: int, blocks, cache: dict, k: dict) -> dict:
     fw_d, bw_d = comp["fw"] + loc["e_fw"], (comp["bw"] + comp["rc"]) + loc["e_back"]
     fsdp, gs, layers = d["fsdp"], d["g_s"], d["layers"]
     total = gs * layers  # ZeRO-3 / FSDP per-layer gathers: comm_tasks._fsdp_tasks
-    e_gfw = rules.exposed_s(total, gs * layers - rules.prefetched_exposed_s(gs, fw_d / layers, layers, k["prefetch"]),
-                            k["slow"])
-    e_gbw = rules.exposed_s(total, gs * layers - rules.prefetched_exposed_s(gs, bw_d / layers, layers, k["prefetch"]),
-                            k["slow"])
+    over_fw = gs * layers - rules.prefetched_exposed_s(gs, fw_d / layers, layers, k["prefetch"])
+    over_bw = gs * layers - rules.prefetched_exposed_s(gs, bw_d / layers, layers, k["prefetch"])
+    e_gfw, e_gbw = rules.exposed_s(total, over_fw, k["slow"]), rules.exposed_s(total, over_bw, k["slow"])
+    # their hidden part costs the compute beside it (realisation.interference_s)
+    hid_g = k["slow"] * np.minimum(total, over_fw) + k["slow"] * np.minimum(total, over_bw)
     exp_fw = np.where(fsdp, loc["e_fw"] + e_gfw, loc["e_fw"])
     exp_bw = np.where(fsdp, loc["e_back"] + e_gbw, loc["e_back"])
     e_bw_phase = np.where(fsdp, loc["e_bw"] + e_gbw, loc["e_bw"])
@@ -189,23 +193,29 @@ def _stage_time(g: _Group, stage: int, blocks, cache: dict, k: dict) -> dict:
     bw = np.where(waits, rules.host_bound_s(comp["bw"], comp["bwk"], hd, True),
                   rules.host_bound_s(comp["bw"], comp["bwk"] + comp["rck"], hd, False, comp["rc"] + exp_bw))
     rc = np.where(waits, rules.host_bound_s(comp["rc"], comp["rck"], hd, True), comp["rc"])
-    before, after = rules.step_sync_s(d, (fw + exp_fw) / g.v, (bw + rc + exp_bw) / g.v, gathers / g.v,
-                                      k["zero"], k["dp_overlap"], k["slow"])
+    before, after, hid_step = rules.step_sync_s(d, (fw + exp_fw) / g.v, (bw + rc + exp_bw) / g.v, gathers / g.v,
+                                                k["zero"], k["dp_overlap"], k["slow"])
     forward, backward = fw + exp_fw, bw + rc + e_bw_phase + loc["e_rc"]
-    return {"fw": fw, "bw": bw, "rc": rc, "rcf": comp["rcf"], "forward": forward, "backward": backward,
-            "before": np.where(d["sync"], before, 0.0), "after": np.where(d["sync"], after, 0.0),
-            "opt_s": d["opt_s"], "d": d}
+    return {"fw": fw, "bw": bw, "rc": rc, "rcf": comp["rcf"], "mem": comp["mem"], "forward": forward,
+            "backward": backward, "before": np.where(d["sync"], before, 0.0),
+            "after": np.where(d["sync"], after, 0.0), "opt_s": d["opt_s"], "d": d,
+            "exposed_mb": exp_fw + exp_bw, "hidden_mb": loc["hid"] + np.where(fsdp, hid_g, 0.0),
+            "hidden_step": np.where(d["sync"], hid_step, 0.0)}
 
 
-def _stage_memory(g: _Group, stage: int, t: dict, k: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(allocated, reserved) bytes of the stage's ranks (``memory_plan.stage_memory``); ``t``: the
-    pieces of the stage's shape (stages with the same ops share them, as ``stage_memories`` does)."""
+def _stage_memory(g: _Group, stage: int, t: dict, k: dict) -> dict:
+    """The stage's ranks' memory terms, allocated ``total`` and ``reserved`` bytes
+    (``memory_plan.stage_memory``); ``t``: the pieces of the stage's shape (stages with the same ops
+    share them, as ``stage_memories`` does)."""
     act, d = t["act"], t["d"]
     ms, inv = np.unique(g.m, return_inverse=True)
     in_flight = np.array([in_flight_microbatches(stage, g.p, int(m), g.schedule, g.v) for m in ms])[inv.reshape(-1)]
     buffers = np.where(k["zero"] >= 3, act["working"] + d["gathered"], act["working"])
-    state, transient = d["params"] + d["grads"] + d["optim"], act["per_mb"] * in_flight + buffers + k["overhead"]
-    return state + transient, reserved_bytes_of(state, transient, k["reserve"], k["workspace"])
+    activations = act["per_mb"] * in_flight
+    state, transient = d["params"] + d["grads"] + d["optim"], activations + buffers + k["overhead"]
+    return {"params": d["params"], "grads": d["grads"], "optimizer": d["optim"], "activations": activations,
+            "buffers": buffers, "overhead": k["overhead"], "total": state + transient,
+            "reserved": reserved_bytes_of(state, transient, k["reserve"], k["workspace"])}
 
 
 def evaluate_group(cluster, p: int, v: int, schedule, model, settings, c: dict, memo: dict) -> dict:
@@ -236,14 +246,22 @@ def evaluate_group(cluster, p: int, v: int, schedule, model, settings, c: dict, 
     return _results(g, per, k, step, last, pick, finish)
 
 
+#: the peak rank's memory terms (``MemoryReport`` fields without ``_bytes``), gathered per point
+MEMORY_TERMS = MEMORY_TERM_NAMES[:6]  # "reserve" is reserved − allocated
+
+
 def _results(g: _Group, per, k, step, last, pick, finish) -> dict:
     c, m = g.c, g.m
     mems = [_stage_memory(g, s, t, k) for s, t in enumerate(per)]
     best = np.zeros(len(step), dtype=np.int64)
-    tot, res = mems[0][0].copy(), mems[0][1].copy()
-    for s, (t_s, r_s) in enumerate(mems[1:], start=1):  # max by (reserved, allocated), first wins ties
+    tot, res = mems[0]["total"].copy(), mems[0]["reserved"].copy()
+    for s, mem in enumerate(mems[1:], start=1):  # max by (reserved, allocated), first wins ties
+        t_s, r_s = mem["total"], mem["reserved"]
         better = (r_s > res) | ((r_s == res) & (t_s > tot))
         best, tot, res = np.where(better, s, best), np.where(better, t_s, tot), np.where(better, r_s, res)
+    rows = np.arange(len(step))
+    terms = {f"mem_{t}": np.stack([np.broadcast_to(mem[t], step.shape) for mem in mems], axis=1)[rows, best]
+             for t in MEMORY_TERMS}
     devices = g.cluster.devices_count
     model_flops = k["flops_per_sample"] * c["gbs"]
     rec = 0
@@ -254,8 +272,16 @@ def _results(g: _Group, per, k, step, last, pick, finish) -> dict:
     mfu = model_flops / (step * devices) / peak
     col = lambda name: np.stack([t[name] for t in per], axis=1)  # noqa: E731
     micro = pick(col("forward")) + pick(col("backward"))
+    fw, bw = pick(col("fw")), pick(col("bw"))
+    before, after = pick(col("before")), pick(col("after"))
+    # estimator._breakdown: the critical rank's exposed collectives less what their hidden part costs
+    interference = m * pick(col("hidden_mb")) + pick(col("hidden_step"))
     return {"step_time_s": step, "mfu": mfu, "hfu": hw_flops / (step * devices * peak),
             "memory_bytes": tot, "memory_reserved_bytes": res, "feasible": res <= g.cluster.device.usable_memory_bytes,
-            "peak_stage": best, "micro_batches": m, "compute_s": m * (pick(col("fw")) + pick(col("bw"))),
+            "peak_stage": best, "micro_batches": m, "compute_s": m * (fw + bw),
             "recompute_s": m * pick(col("rc")), "optimizer_s": pick(col("opt_s")),
-            "bubble_s": np.maximum(0.0, pick(finish) - (pick(col("before")) + m * micro))}
+            "bubble_s": np.maximum(0.0, pick(finish) - (before + m * micro)),
+            "comm_exposed_s": m * pick(col("exposed_mb")) + before + after - interference,
+            "interference_s": interference, "idle_gaps_s": k["idle"] * pick(finish),
+            "memory_bound_share": pick(col("mem")) / np.maximum(fw + bw, 1e-30),
+            "model_flops": model_flops, "hardware_flops": hw_flops, "peak_flops_per_s": peak, **terms}

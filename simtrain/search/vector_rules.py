@@ -41,18 +41,21 @@ def prefetched_exposed_s(gather_s, compute_s, layers, prefetch):
 
 
 def step_sync_s(d: dict, fw_task_s, bw_task_s, gather_s, zero_stage, dp_overlap, slowdown):
-    """(sync before the first forward, sync after the last backward) of ``comm_tasks.step_comm`` for
-    ranks whose group has a gradient sync. ``d``: the stage's scalar pieces per configuration — the
+    """(sync before the first forward, sync after the last backward, interference) of
+    ``comm_tasks.step_comm`` for ranks whose group has a gradient sync; interference is
+    ``realisation.hidden_cost_s`` of those tasks. ``d``: the stage's scalar pieces per configuration — the
     gradient collective's seconds and buckets, the parameter all-gather's (ZeRO-1/2; 0 s and one
     bucket otherwise); ``zero_stage``, ``dp_overlap``, ``slowdown``: per-configuration arrays."""
     hide = np.maximum(0.0, bw_task_s - gather_s)
     total = d["grad_s"]
     exposed = np.where(dp_overlap, bucketed_exposed_s(total, d["grad_buckets"], hide), total)
     after = 0 + exposed_s(total * 1, total - exposed, slowdown)
+    hidden = slowdown * np.minimum(total, total - exposed)
     ag = d["ag_s"]
     gathers = (zero_stage >= 1) & (zero_stage < 3)
     # Megatron-Core --overlap-param-gather: the all-gather hides behind the next step's first forward
     ag_exposed = bucketed_exposed_s(ag, d["ag_buckets"], fw_task_s)
     before = np.where(gathers & dp_overlap, 0 + exposed_s(ag * 1, ag - ag_exposed, slowdown), 0.0)
+    hidden = np.where(gathers & dp_overlap, hidden + slowdown * np.minimum(ag, ag - ag_exposed), hidden)
     after = np.where(gathers & ~dp_overlap, after + exposed_s(ag * 1, 0.0, slowdown), after)
-    return before, after
+    return before, after, hidden

@@ -30,13 +30,16 @@ CHILD = """
 import signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a background test runner may ignore SIGINT
 import simtrain as st
-from simtrain.search import sweep_rows
-real = sweep_rows.evaluate_point
-def slow(*args, **kwargs):
-    time.sleep(0.006)
-    return real(*args, **kwargs)
-sweep_rows.evaluate_point = slow
-st.sweep("gpt2", st.load_cluster("dgx-h100", nodes=1), {cfg!r}, {grid!r}, out=sys.argv[1], progress=False)
+from simtrain.search import sweep_rows, vector_rows
+def slowed(real, pause):
+    def slow(*args, **kwargs):
+        time.sleep(pause)
+        return real(*args, **kwargs)
+    return slow
+sweep_rows.evaluate_point = slowed(sweep_rows.evaluate_point, 0.006)  # per point of the estimate engine
+vector_rows.auto_table = slowed(vector_rows.auto_table, 0.15)  # per chunk of the auto engine
+st.sweep("gpt2", st.load_cluster("dgx-h100", nodes=1), {cfg!r}, {grid!r}, out=sys.argv[1], progress=False,
+         engine={engine!r}, chunk_size={chunk})
 print("finished")
 """
 
@@ -45,9 +48,9 @@ def _parts(out: Path) -> list[Path]:
     return sorted(out.with_name(out.name + ".parts").glob("part-*.parquet"))
 
 
-def _interrupt(out: Path, sig: int) -> int:
+def _interrupt(out: Path, sig: int, engine: str) -> int:
     """Run the child sweep into ``out``; send ``sig`` once a part file exists; the rows left behind."""
-    code = CHILD.format(cfg=CFG, grid=GRID)
+    code = CHILD.format(cfg=CFG, grid=GRID, engine=engine, chunk=48 if engine == "auto" else None)
     proc = subprocess.Popen([sys.executable, "-c", code, str(out)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -61,10 +64,12 @@ def _interrupt(out: Path, sig: int) -> int:
     return sum(pq.read_metadata(p).num_rows for p in _parts(out))
 
 
+@pytest.mark.parametrize("engine", ["estimate", "auto"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
-def test_interrupted_sweep_resumes_to_the_same_rows(tmp_path, sig):
+def test_interrupted_sweep_resumes_to_the_same_rows(tmp_path, sig, engine):
+    # resumed with the default engine (auto): it takes up the estimate engine's file as its own
     out = tmp_path / "sweep.parquet"
-    left = _interrupt(out, sig)
+    left = _interrupt(out, sig, engine)
     assert 0 < left < 576
     cluster = st.load_cluster("dgx-h100", nodes=1)
     resumed = st.sweep("gpt2", cluster, CFG, GRID, out=out, progress=False)

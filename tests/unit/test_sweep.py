@@ -81,7 +81,7 @@ def test_an_exception_in_one_point_is_that_row_only(tiny, single, monkeypatch):
         return real(model, cluster, cfg)
 
     monkeypatch.setattr(estimator, "estimate", flaky)
-    df = st.sweep(tiny, single, CFG, {"micro_batch_size": [1, 2, 4]})
+    df = st.sweep(tiny, single, CFG, {"micro_batch_size": [1, 2, 4]}, engine="estimate")
     assert list(df.status) == ["ok", "error", "ok"]
     assert df.reasons[1] == "RuntimeError: boom" and not df.feasible[1]
 
@@ -113,19 +113,20 @@ def test_point_keys_are_stable_and_typed():
 
 def test_parquet_out_then_resume_evaluates_only_new_points(tiny, single, tmp_path, monkeypatch):
     out = tmp_path / "s.parquet"
-    first = st.sweep(tiny, single, CFG, {"micro_batch_size": [1, 2]}, out=out)
+    sweep = lambda grid, **kw: st.sweep(tiny, single, CFG, grid, out=out, engine="estimate", **kw)  # noqa: E731
+    first = sweep({"micro_batch_size": [1, 2]})
     assert out.exists() and not (tmp_path / "s.parquet.parts").exists()
     pd.testing.assert_frame_equal(pd.read_parquet(out), first)
     calls = []
     real = sweep_rows.evaluate_point
     monkeypatch.setattr(sweep_rows, "evaluate_point", lambda *a, **k: calls.append(a[3]) or real(*a, **k))
-    again = st.sweep(tiny, single, CFG, {"micro_batch_size": [1, 2]}, out=out)
+    again = sweep({"micro_batch_size": [1, 2]})
     pd.testing.assert_frame_equal(again, first)
     assert calls == []
-    wider = st.sweep(tiny, single, CFG, {"micro_batch_size": [1, 2, 4]}, out=out)
+    wider = sweep({"micro_batch_size": [1, 2, 4]})
     assert calls == [{"micro_batch_size": 4}] and list(wider.micro_batch_size) == [1, 2, 4]
     pd.testing.assert_frame_equal(wider.iloc[:2], first)
-    st.sweep(tiny, single, CFG, {"micro_batch_size": [1, 2]}, out=out, resume=False)
+    sweep({"micro_batch_size": [1, 2]}, resume=False)
     assert len(calls) == 3
 
 
@@ -134,10 +135,10 @@ def test_resume_retries_error_rows(tiny, single, tmp_path, monkeypatch):
     real = estimator.estimate
     out = tmp_path / "s.parquet"
     monkeypatch.setattr(estimator, "estimate", lambda *a: (_ for _ in ()).throw(MemoryError("lost")))
-    failed = st.sweep(tiny, single, CFG, {"micro_batch_size": [1, 2]}, out=out)
+    failed = st.sweep(tiny, single, CFG, {"micro_batch_size": [1, 2]}, out=out, engine="estimate")
     assert list(failed.status) == ["error", "error"]
     monkeypatch.setattr(estimator, "estimate", real)
-    fixed = st.sweep(tiny, single, CFG, {"micro_batch_size": [1, 2]}, out=out)
+    fixed = st.sweep(tiny, single, CFG, {"micro_batch_size": [1, 2]}, out=out)  # the auto engine takes it up
     assert list(fixed.status) == ["ok", "ok"] and fixed.point_key.is_unique
 
 
