@@ -76,3 +76,15 @@ def test_exit_2_has_no_traceback():
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "did you mean 'micro_batch_size'" in proc.stderr
+
+
+def test_engine_flag_picks_the_engine_and_auto_equals_estimate(capsys):
+    rows = {}
+    for engine in ("auto", "estimate"):
+        assert main(["sweep", *JOB, "--grid", "tp=1,2,5", "--grid", "zero_stage=0,3", "--engine", engine,
+                     "--json", "--no-progress"]) == 0
+        rows[engine] = json.loads(capsys.readouterr().out)
+    pd.testing.assert_frame_equal(pd.DataFrame(rows["auto"]), pd.DataFrame(rows["estimate"]), rtol=1e-9)
+    assert {r["status"] for r in rows["auto"]} == {"ok", "infeasible"}
+    assert main(["sweep", *JOB, "--grid", "tp=1", "--engine", "fast"]) == 2
+    assert "invalid choice: 'fast'" in capsys.readouterr().err
