@@ -86,5 +86,6 @@ def test_engine_flag_picks_the_engine_and_auto_equals_estimate(capsys):
         rows[engine] = json.loads(capsys.readouterr().out)
     pd.testing.assert_frame_equal(pd.DataFrame(rows["auto"]), pd.DataFrame(rows["estimate"]), rtol=1e-9)
     assert {r["status"] for r in rows["auto"]} == {"ok", "infeasible"}
-    assert main(["sweep", *JOB, "--grid", "tp=1", "--engine", "fast"]) == 2
-    assert "invalid choice: 'fast'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # argparse's own refusal
+        main(["sweep", *JOB, "--grid", "tp=1", "--engine", "fast"])
+    assert stop.value.code == 2 and "invalid choice: 'fast'" in capsys.readouterr().err
