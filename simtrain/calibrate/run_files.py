@@ -96,7 +96,7 @@ def record_from_row(row: dict[str, Any], where: str):
     cluster = _loaded(where, "hardware", lambda: as_cluster(str(_required(where, row, "hardware", "cluster")),
                                                             nodes=row.get("nodes")))
     try:
-        cfg = TrainConfig(**cfg_fields)
+        cfg = TrainConfig.model_validate(cfg_fields)
     except ValidationError as err:
         first = err.errors(include_url=False)[0]
         col = ".".join(str(p) for p in first.get("loc", ())) or "(config)"

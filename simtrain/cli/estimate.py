@@ -7,9 +7,10 @@ import argparse
 import re
 
 from simtrain.cli._json import dumps
+from simtrain.search.choose import LAYOUT_FIELDS, choose_layout
 from simtrain.specs.library import WORKLOADS_DIR
 
-__all__ = ["register", "run", "run_default", "load_job_inputs"]
+__all__ = ["register", "run", "run_default", "load_job_inputs", "chosen_line", "with_chosen"]
 
 _CONFIG_FLAGS = {  # flag → (type, TrainConfig field)
     "global-batch-size": int, "micro-batch-size": int, "seq-len": int, "precision": str, "optimizer": str,
@@ -50,8 +51,11 @@ def _cluster(name: str, nodes: int | None):
     return hardware_cluster(name, nodes, arg="--hardware")
 
 
-def load_job_inputs(args):
-    """(model, cluster, config, tokens) from a job file and/or flags."""
+def load_job_inputs(args, choose: bool = False):
+    """(model, cluster, config, tokens) from a job file and/or flags. With ``choose`` (the verbs that
+    cost one job), a job that sets no layout field gets the fastest layout that fits
+    (search/choose.py) — and, when its cluster was named without a node count, the smallest node count
+    that fits it; ``args.chosen`` then holds the :class:`~simtrain.search.choose.Chosen` (else None)."""
     from simtrain.errors import SpecError
     from simtrain.graph.library import load_model
     from simtrain.specs.jobs import job_path, job_reference, load_job
@@ -70,7 +74,14 @@ def load_job_inputs(args):
     if getattr(args, "calibration", None):
         from simtrain.calibrate.runs import load_calibration
         cluster = load_calibration(args.calibration).apply(cluster)
-    return model, cluster, _config(args.job, cfg_fields, overrides), tokens
+    cfg = _config(args.job, cfg_fields, overrides)
+    args.chosen = None
+    if choose and not any(k in cfg.model_fields_set for k in LAYOUT_FIELDS):
+        sized = args.nodes is None and not (args.job and job.nodes)
+        args.chosen = choose_layout(model, cluster, cfg, size_nodes=sized)
+        if args.chosen is not None:
+            cluster, cfg = args.chosen.cluster, args.chosen.cfg
+    return model, cluster, cfg, tokens
 
 
 def _config(job: str | None, fields: dict, overrides: dict):
@@ -96,13 +107,23 @@ def _config(job: str | None, fields: dict, overrides: dict):
 def run(args) -> int:
     from simtrain.estimator import estimate
     from simtrain.report.text import render_report
-    model, cluster, cfg, tokens = load_job_inputs(args)
+    model, cluster, cfg, tokens = load_job_inputs(args, choose=True)
     report = estimate(model, cluster, cfg)
     if args.json:
-        print(dumps(report.to_dict()))
+        print(dumps(with_chosen(report.to_dict(), args.chosen)))
     else:
-        print(render_report(report, tokens=tokens))
+        print(chosen_line(args.chosen) + render_report(report, tokens=tokens))
     return 0 if report.feasible else 1
+
+
+def chosen_line(chosen) -> str:
+    """The line that marks a layout as chosen by simtrain ('' when the user gave one)."""
+    return "" if chosen is None else chosen.describe() + "\n\n"
+
+
+def with_chosen(d: dict, chosen) -> dict:
+    """A report's JSON with ``chosen_layout`` (the fields the search set, or null)."""
+    return {**d, "chosen_layout": None if chosen is None else chosen.fields}
 
 
 def run_default(args) -> int:

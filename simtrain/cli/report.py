@@ -24,7 +24,9 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from simtrain.report.html import write_html_report
-    model, cluster, cfg, _ = load_job_inputs(args)
+    model, cluster, cfg, _ = load_job_inputs(args, choose=True)
+    if args.chosen is not None:
+        print(args.chosen.describe())
     if args.simulate:
         from simtrain.sim import simulate
         report = simulate(model, cluster, cfg)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from simtrain.cli._json import dumps
-from simtrain.cli.estimate import add_job_arguments, load_job_inputs
+from simtrain.cli.estimate import add_job_arguments, chosen_line, load_job_inputs, with_chosen
 
 __all__ = ["register", "run"]
 
@@ -37,7 +37,7 @@ def _write(path: str, what: str, writer) -> None:
 def run(args) -> int:
     from simtrain.report.text import render_report
     from simtrain.sim import simulate
-    model, cluster, cfg, tokens = load_job_inputs(args)
+    model, cluster, cfg, tokens = load_job_inputs(args, choose=True)
     report = simulate(model, cluster, cfg, contention=args.contention, granularity=args.granularity)
     timeline = getattr(report, "timeline", None)
     if timeline is not None:
@@ -45,5 +45,6 @@ def run(args) -> int:
             _write(args.trace, "--trace", timeline.to_chrome_trace)
         if args.gantt:
             _write(args.gantt, "--gantt", timeline.to_gantt_png)
-    print(dumps(report.to_dict()) if args.json else render_report(report, tokens=tokens))
+    print(dumps(with_chosen(report.to_dict(), args.chosen)) if args.json else
+          chosen_line(args.chosen) + render_report(report, tokens=tokens))
     return 0 if report.feasible else 1

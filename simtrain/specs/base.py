@@ -23,7 +23,20 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Spec(BaseModel):
+class _FriendlyConstruction(type(BaseModel)):
+    """Direct construction — ``st.TrainConfig(micro_batchsize=1)``, ``st.TrainConfig(tp=0)`` — raises a
+    :class:`SpecError` (a ValueError) naming each field, what is wrong and the nearest valid name, not
+    pydantic's ValidationError with its URLs. Validation through ``model_validate`` (the spec loader,
+    a spec nested in another) is pydantic's own, so a nested problem keeps its full path."""
+
+    def __call__(cls, *args, **kwargs):
+        try:
+            return super().__call__(*args, **kwargs)
+        except ValidationError as err:
+            raise spec_error_from_validation(err, None) from None
+
+
+class Spec(BaseModel, metaclass=_FriendlyConstruction):
     """Strict, frozen, no unknown keys. Validators check; they never rewrite input."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False, validate_default=True, allow_inf_nan=False,

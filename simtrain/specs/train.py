@@ -243,7 +243,7 @@ class TrainConfig(Spec):
     def build(cls, file: str | None = None, **fields) -> TrainConfig:
         """Construct, turning validation errors into a SpecError that names ``file`` and the field."""
         try:
-            return cls(**fields)
+            return cls.model_validate(fields)
         except ValidationError as err:
             raise spec_error_from_validation(err, file) from None
 

@@ -1,0 +1,62 @@
+"""Issue 40: a command that names a model and hardware and nothing else answers — the fastest layout
+that fits, on the smallest node count of the named cluster, printed and marked as chosen."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import simtrain as st
+from simtrain.cli import main
+from simtrain.search.choose import choose_layout
+
+
+def test_the_first_command_a_user_types_answers(capsys):
+    assert main(["estimate", "--model", "llama3-8b", "--hardware", "dgx-h100"]) == 0
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert first.startswith("layout chosen by simtrain: 1 node × 8 h100-sxm5-80gb") and "that fit" in first
+    assert "(8 × h100-sxm5-80gb)" in out and "INFEASIBLE" not in out
+
+
+def test_json_marks_the_chosen_layout_and_a_given_layout_is_kept(capsys):
+    assert main(["estimate", "--model", "gpt2", "--hardware", "dgx-a100-80gb", "--json"]) == 0
+    chosen = json.loads(capsys.readouterr().out)["chosen_layout"]
+    assert chosen["nodes"] == 1 and chosen["tp"] * chosen["pp"] * chosen["dp"] == 8
+    main(["estimate", "--model", "gpt2", "--hardware", "dgx-a100-80gb", "--nodes", "2", "--tp", "2", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["chosen_layout"] is None and report["layout"]["tp"] == 2 and report["layout"]["dp"] == 8
+
+
+def test_a_model_too_big_for_one_node_gets_the_smallest_cluster_that_fits():
+    model, cluster = st.load_model("llama3-70b"), st.load_cluster("dgx-h100")
+    cfg = st.TrainConfig(global_batch_size=64, seq_len=4096, zero_stage=0)
+    chosen = choose_layout(model, cluster, cfg, size_nodes=True)
+    assert chosen.fields["nodes"] > 1 and chosen.cfg.zero_stage == 0  # the user's setting is kept
+    r = st.estimate(model, chosen.cluster, chosen.cfg)
+    assert r.feasible
+    smaller = cluster.with_nodes(chosen.fields["nodes"] // 2)
+    assert choose_layout(model, smaller, cfg) is None  # nothing fits on half of it
+
+
+def test_the_chosen_layout_is_the_fastest_that_fits_on_its_nodes():
+    model, cluster = st.load_model("gpt2-medium"), st.load_cluster("dgx-a100-80gb", nodes=1)
+    cfg = st.TrainConfig(global_batch_size=32, seq_len=1024)
+    chosen = choose_layout(model, cluster, cfg)
+    best = st.estimate(model, cluster, chosen.cfg).step_time_s
+    for tp, pp, mb in ((1, 1, 1), (2, 1, 2), (1, 2, 4), (8, 1, 4), (1, 1, 4)):
+        other = st.estimate(model, cluster, cfg.model_copy(update={"tp": tp, "pp": pp, "micro_batch_size": mb}))
+        assert not other.feasible or other.step_time_s >= best * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"global_batch_size": 8, "micro_batchsize": 1}, "micro_batchsize: unknown key (not a field of this spec); "
+                                                     "did you mean 'micro_batch_size'?"),
+    ({"global_batch_size": 8, "tp": 0}, "tp: Input should be greater than or equal to 1"),
+    ({"tp": 2}, "global_batch_size: Field required"),
+])
+def test_a_bad_config_built_directly_is_a_spec_error_naming_the_field(kwargs, words):
+    with pytest.raises(st.SpecError) as err:
+        st.TrainConfig(**kwargs)
+    assert words in str(err.value) and "pydantic" not in str(err.value)
