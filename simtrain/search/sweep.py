@@ -159,11 +159,26 @@ def _inputs(model, cluster, cfg, engine: str):
     return as_model(model), as_cluster(cluster), as_config(cfg)
 
 
+#: grid axes that change how many devices the other axes leave to data parallelism
+_DEVICE_AXES = frozenset({"tp", "pp", "cp", "nodes"})
+
+
+def _free_dp(cfg, grid: dict):
+    """The base config without its ``dp`` when the grid varies tp / pp / cp / nodes and not dp: a job
+    file's pinned dp (``dp: 16`` for 8 × 8 on 1,024 devices) would make every other point "does not
+    match the cluster's devices"; dp is then worked out per point, as for a config that never set it."""
+    if cfg.dp is None or "dp" in grid or not (_DEVICE_AXES & set(grid)):
+        return cfg
+    from simtrain.specs.train import TrainConfig
+    return TrainConfig.build(None, **{k: v for k, v in cfg.model_dump(exclude_unset=True).items() if k != "dp"})
+
+
 def sweep(model, cluster, cfg, grid: dict[str, list], engine: str = "auto", client=None, out=None,
           resume: bool = True, progress: bool | None = None, chunk_size: int | None = None):
     """pandas DataFrame, one row per grid point in grid order (see module docstring).
 
-    ``model`` / ``cluster`` / ``cfg`` may be library names or paths (as for ``st.estimate``);
+    ``model`` / ``cluster`` / ``cfg`` may be library names or paths (as for ``st.estimate``); a ``dp``
+    set in ``cfg`` is dropped (worked out per point) when the grid varies tp, pp, cp or nodes but not dp;
     ``engine``: ``auto`` (the default: the rows of ``estimate``, vectorized where it can be),
     ``estimate`` (``st.estimate`` per point) or ``simulate``; ``client`` a ``distributed.Client``;
     ``out`` a ``.parquet`` or ``.csv`` path that rows stream to and that a rerun resumes from
@@ -177,6 +192,7 @@ def sweep(model, cluster, cfg, grid: dict[str, list], engine: str = "auto", clie
     from simtrain.search.vector_rows import grid_codes, point_keys
     grid = check_grid(grid)
     model, cluster, cfg = _inputs(model, cluster, cfg, engine)
+    cfg = _free_dp(cfg, grid)
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
         raise SpecError.one(None, "chunk_size", f"must be a whole number >= 1, got {chunk_size!r}")
     coded = grid_codes(grid)

@@ -89,3 +89,15 @@ def test_engine_flag_picks_the_engine_and_auto_equals_estimate(capsys):
     with pytest.raises(SystemExit) as stop:  # argparse's own refusal
         main(["sweep", *JOB, "--grid", "tp=1", "--engine", "fast"])
     assert stop.value.code == 2 and "invalid choice: 'fast'" in capsys.readouterr().err
+
+
+def test_the_readme_sweep_and_its_python_twin_give_the_same_rows(capsys):
+    # the job pins dp: 16 (8 × 8 on 1,024 GPUs); a grid over tp and pp works dp out per point instead
+    assert main(["sweep", "workloads/jobs/default.yaml", "--grid", "tp=4,8", "--grid", "pp=8,16", "--json",
+                 "--no-progress"]) == 0
+    cli = pd.DataFrame(json.loads(capsys.readouterr().out))
+    import simtrain as st
+    job = st.load_job("default")
+    api = st.sweep(job.model, st.load_cluster("dgx-a100-80gb", nodes=128), job.config, {"tp": [4, 8], "pp": [8, 16]})
+    pd.testing.assert_frame_equal(cli, api.astype({"devices_count": "int64"}), rtol=1e-9, check_dtype=False)
+    assert "does not match" not in " ".join(cli.reasons) and (cli.status == "ok").sum() == 3
