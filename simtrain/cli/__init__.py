@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: optional packages (pyproject's extras) a verb may import: a missing one is an install hint, not a traceback
+_EXTRAS = {"torch": "torch", "distributed": "dask", "dask": "dask"}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -54,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"simtrain: error: {err}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as err:
+        extra = _EXTRAS.get((err.name or "").split(".")[0])
+        if extra is None or args.debug:
+            raise
+        print(f"simtrain: error: `simtrain {args.command}` needs the optional package {err.name.split('.')[0]!r}: "
+              f"pip install 'simtrain[{extra}]'", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -34,15 +34,29 @@ def add_job_arguments(p: argparse.ArgumentParser, json: bool = True) -> None:
     p.add_argument("--tokens", type=float, help="tokens to train for time-to-train")
     if json:
         p.add_argument("--json", action="store_true", help="print the report as JSON")
+    choices = _choices()
     for flag, typ in _CONFIG_FLAGS.items():
-        p.add_argument(f"--{flag}", type=typ, dest=flag.replace("-", "_"))
+        p.add_argument(f"--{flag}", type=typ, dest=flag.replace("-", "_"), choices=choices.get(flag))
     p.add_argument("--sequence-parallel", action="store_true", default=None)
+    p.add_argument("--emulate-precision", action="store_true", default=None,
+                   help="cost a precision the device has no matrix units for at the nearest one it has "
+                        "(TrainConfig.emulate_precision)")
     p.add_argument("--calibration", help="a calibration file (st.Calibration.to_yaml) applied to the cluster")
+
+
+def _choices() -> dict[str, list[str]]:
+    """The values each enum flag takes (argparse lists them in --help and in its error)."""
+    from simtrain.glossary import OptimizerKind, PipelineSchedule, Precision, Recompute
+    from simtrain.specs.stack import stack_names
+    return {"precision": [str(x) for x in Precision], "optimizer": [str(x) for x in OptimizerKind],
+            "pipeline-schedule": [str(x) for x in PipelineSchedule], "recompute": [str(x) for x in Recompute],
+            "stack": stack_names()}
 
 
 def _overrides(args) -> dict:
     out = {f.replace("-", "_"): getattr(args, f.replace("-", "_")) for f in _CONFIG_FLAGS}
     out["sequence_parallel"] = args.sequence_parallel
+    out["emulate_precision"] = getattr(args, "emulate_precision", None)
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -129,5 +143,6 @@ def with_chosen(d: dict, chosen) -> dict:
 def run_default(args) -> int:
     ns = argparse.Namespace(job=str(WORKLOADS_DIR / "jobs" / "default.yaml"), model=None, hardware=None,
                             nodes=None, tokens=None, json=False, sequence_parallel=None, calibration=None,
+                            emulate_precision=None,
                             **{f.replace("-", "_"): None for f in _CONFIG_FLAGS})
     return run(ns)
