@@ -85,6 +85,12 @@ class AttentionInfo:
     causal: bool
     fused: bool
     """Fused ("flash") attention never materialises the seq × seq scores."""
+    v_head_dim: int | None = None
+    """Value (and output) head dims where they differ from ``head_dim`` (MLA); None = head_dim."""
+
+    @property
+    def v_dim(self) -> int:
+        return self.head_dim if self.v_head_dim is None else self.v_head_dim
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from pydantic import Field, ValidationError, model_validator
 from simtrain.errors import SpecError
 from simtrain.specs.base import Spec, register_schema, spec_error_from_validation
 
-__all__ = ["ModelSpec", "TransformerArch", "MoESpec", "VitArch", "CnnArch", "MlpArch"]
+__all__ = ["ModelSpec", "TransformerArch", "MoESpec", "MLASpec", "VitArch", "CnnArch", "MlpArch"]
 
 PosInt = Annotated[int, Field(ge=1, le=10**9)]
 LayerCount = Annotated[int, Field(ge=1, le=10_000)]
@@ -41,13 +41,59 @@ class MoESpec(Spec):
     top_k: Annotated[int, Field(ge=1, le=1024)]
     capacity_factor: Annotated[float, Field(gt=0, le=100)] = 1.0
     every: Annotated[int, Field(ge=1, le=1000)] = 1
-    """Layer i has an MoE FFN when (i + 1) % every == 0 (every=2: layers 1, 3, 5, … as in GShard)."""
+    """Layer i has an MoE FFN when (i + 1) % every == 0 (every=2: layers 1, 3, 5, … as in GShard and
+    Llama 4 Maverick's ``interleave_moe_layer_step: 2``)."""
+    first_dense: Annotated[int, Field(ge=0, le=10_000)] = 0
+    """The first N layers keep a dense FFN of ``transformer.ffn_hidden`` (DeepSeek-V3
+    ``first_k_dense_replace: 3``, DeepSeek-AI 2024 §4.2)."""
+    ffn_hidden: PosInt | None = None
+    """Width of each routed expert (HF ``moe_intermediate_size``; Llama 4 ``intermediate_size``); None =
+    ``transformer.ffn_hidden``, which then is the width of the dense layers too (Mixtral)."""
+    shared_experts: Annotated[int, Field(ge=0, le=1024)] = 0
+    """Experts every token goes through beside its ``top_k`` routed ones (DeepSeekMoE, Dai et al. 2024
+    §3.2; DeepSeek-V3 ``n_shared_experts: 1``; Llama 4's ``shared_expert``): one dense FFN of width
+    ``shared_ffn_hidden``, tensor-parallel like a dense FFN, not spread by expert parallelism."""
+    shared_ffn_hidden: PosInt | None = None
+    """Width of the shared-expert FFN (Qwen2-MoE ``shared_expert_intermediate_size``); None =
+    ``shared_experts`` × the routed expert width."""
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
         if self.top_k > self.experts:
             raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+        if self.shared_ffn_hidden is not None and not self.shared_experts:
+            raise ValueError("shared_ffn_hidden needs shared_experts ≥ 1")
         return self
+
+
+class MLASpec(Spec):
+    """Multi-head latent attention (DeepSeek-V2, DeepSeek-AI 2024 §2.1; DeepSeek-V3 HF config.json):
+    low-rank projections of the queries (h → ``q_lora_rank`` → heads·(nope + rope)) and of the keys and
+    values (h → ``kv_lora_rank`` + rope → heads·(nope + v)), an RMSNorm on each latent, a rotary part
+    of ``qk_rope_head_dim`` per query head and one shared by all heads for the keys. Training runs the
+    non-absorbed form: heads × (nope + rope)-dim queries and keys, heads × ``v_head_dim`` values."""
+
+    q_lora_rank: PosInt | None = None
+    """Rank of the query compression (DeepSeek-V3: 1536); None = one h → heads·(nope + rope) matrix
+    (DeepSeek-V2-Lite)."""
+    kv_lora_rank: PosInt
+    """Rank of the joint key/value compression (DeepSeek-V3: 512)."""
+    qk_nope_head_dim: PosInt
+    """Per-head query/key dims without rotary (DeepSeek-V3: 128)."""
+    qk_rope_head_dim: PosInt
+    """Per-head query/key dims with rotary (DeepSeek-V3: 64); even."""
+    v_head_dim: PosInt
+    """Per-head value dims (DeepSeek-V3: 128)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> MLASpec:
+        if self.qk_rope_head_dim % 2:
+            raise ValueError(f"qk_rope_head_dim ({self.qk_rope_head_dim}) must be even (rotary pairs)")
+        return self
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
 
 
 class TransformerArch(Spec):
@@ -99,6 +145,17 @@ class TransformerArch(Spec):
     it keeps the logits and a per-row log-sum-exp, not fp32 log-probabilities, and its gradient is in
     the activation dtype. The stack sets it (``Stack.loss_kernel`` "fused")."""
     moe: MoESpec | None = None
+    qk_norm: Literal["none", "rmsnorm", "l2"] = "none"
+    """A norm over each head's dims of Q and K before rotary: ``rmsnorm`` with a weight of head_dim each
+    (Qwen3, HF ``Qwen3Attention.q_norm`` / ``k_norm``), ``l2`` without a weight (Llama 4
+    ``use_qk_norm``, HF ``Llama4TextL2Norm``)."""
+    mla: MLASpec | None = None
+    """Multi-head latent attention in place of the (GQA) QKV projection; kv_heads and head_dim are then
+    not given."""
+    mtp_modules: Annotated[int, Field(ge=0, le=16)] = 0
+    """Multi-token prediction modules after the LM head (DeepSeek-V3 §2.2, ``num_nextn_predict_layers``):
+    each a block ``mtp<k>`` with its own layer, 2h → h projection and norms, sharing the token embedding
+    and the LM head, with a second loss. Their parameters count in ``param_count``."""
     head: Literal["lm", "mlm", "classifier", "none"] = "lm"
     """lm: final norm + LM head + loss; mlm: BERT's transform + tied decoder + loss; classifier:
     final norm + linear on the first token (ViT); none: no head."""
@@ -109,7 +166,28 @@ class TransformerArch(Spec):
 
     @property
     def head_dim_n(self) -> int:
+        """Q/K head dims (MLA: nope + rope)."""
+        if self.mla is not None:
+            return self.mla.qk_head_dim
         return self.head_dim or self.hidden // self.heads
+
+    @property
+    def v_head_dim_n(self) -> int:
+        """Value head dims: head_dim, or MLA's v_head_dim."""
+        return self.mla.v_head_dim if self.mla is not None else self.head_dim_n
+
+    @property
+    def moe_ffn_hidden_n(self) -> int | None:
+        """Routed-expert width (None without MoE)."""
+        return None if self.moe is None else self.moe.ffn_hidden or self.ffn_hidden_n
+
+    @property
+    def shared_ffn_hidden_n(self) -> int:
+        """Shared-expert FFN width (0: none)."""
+        m = self.moe
+        if m is None or not m.shared_experts:
+            return 0
+        return m.shared_ffn_hidden or m.shared_experts * self.moe_ffn_hidden_n
 
     @property
     def ffn_hidden_n(self) -> int:
@@ -125,16 +203,30 @@ class TransformerArch(Spec):
 
     @model_validator(mode="after")
     def _check(self) -> TransformerArch:
-        if self.head_dim is None and self.hidden % self.heads:
+        if self.mla is not None:
+            self._check_mla()
+        elif self.head_dim is None and self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) is not a multiple of heads ({self.heads}); give head_dim")
         if self.heads % self.kv_heads_n:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads_n})")
         rot = self.head_dim_n * self.rotary_fraction
-        if self.position == "rotary" and (rot != int(rot) or int(rot) % 2):
+        if self.position == "rotary" and self.mla is None and (rot != int(rot) or int(rot) % 2):
             raise ValueError(f"rotary_fraction × head_dim = {rot} must be an even integer")
         if self.head in ("lm", "mlm") and self.vocab is None:
             raise ValueError(f"head {self.head!r} needs vocab")
+        if self.moe is not None and self.moe.first_dense >= self.layers:
+            raise ValueError(f"moe.first_dense ({self.moe.first_dense}) leaves none of the {self.layers} layers MoE")
+        if self.mtp_modules and (self.head != "lm" or self.norm_position != "pre" or self.parallel_residual):
+            raise ValueError("mtp_modules needs a pre-LN decoder with an lm head")
         return self
+
+    def _check_mla(self) -> None:
+        if self.kv_heads is not None or self.head_dim is not None:
+            raise ValueError("with mla, kv_heads and head_dim are not given (MLA sets the head dims)")
+        if self.position != "rotary" or self.rotary_fraction != 1.0:
+            raise ValueError("mla needs position 'rotary' (its rope part is mla.qk_rope_head_dim)")
+        if self.norm_position != "pre" or self.parallel_residual or self.qk_norm != "none":
+            raise ValueError("mla is built for a pre-LN decoder without qk_norm")
 
 
 class VitArch(Spec):

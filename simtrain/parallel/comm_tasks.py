@@ -119,7 +119,7 @@ def _cp_tasks(ops, lay, reg, comm, coster) -> list:
         att = op.attention
         if att is None:
             continue
-        kv_elems = 2 * att.kv_heads * att.head_dim * (att.seq_kv / lay.cp) * lay.micro_batch
+        kv_elems = att.kv_heads * (att.head_dim + att.v_dim) * (att.seq_kv / lay.cp) * lay.micro_batch  # K + V
         kv_bytes = kv_elems * reg.act_bytes * shard_factors(op, lay.tp, False).flops  # heads split by tp
         c = coster(op)
         step = comm.cp_send_s(kv_bytes)

@@ -305,7 +305,9 @@ def _tied_copies(model: Model, blocks, items) -> list[Op]:
     for op, _, _, _ in items:
         owner = op.attr("tied_to")
         if owner and idx.block_of(owner) not in blocks:
-            out.append(dataclasses.replace(op, param_count=int(op.weight_read.fw), attrs=()))
+            # the tied weight's size: what a linear reads forward, what a lookup's gradient writes whole
+            size = op.weight_read.fw if op.kind != "embedding" else op.weight_write.wgrad
+            out.append(dataclasses.replace(op, param_count=int(size), attrs=()))
     return out
 
 

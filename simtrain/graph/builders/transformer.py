@@ -9,6 +9,13 @@
   ``tied_embeddings``: its weight is counted once, Megatron-LM style), cross-entropy over the vocab;
   ``mlm`` — BERT's transform (dense, GELU, LayerNorm), the tied decoder with its own bias, loss.
 
+* ``mtp1`` … (``mtp_modules``, DeepSeek-V3 §2.2 multi-token prediction): after the head, one block
+  per depth k: ``hnorm`` (RMSNorm of the hidden state), ``emb`` (the tokens k ahead, a lookup tied to
+  ``embed/tok``) and ``enorm``, ``proj`` (the 2h → h matrix M_k on their concatenation), one layer
+  of the last layer's kind (``attn/…``, ``mlp/…``), ``norm``, ``lm_head`` (tied to the head's) and
+  ``loss``. Its input is the main model's last hidden state (the graph's chain edge comes from the
+  head; the partitioner keeps blocks after the layers on the last pipeline stage, as DeepSeek-V3 did).
+
 Parameter counts follow from the ops; e.g. a GPT layer has 12h² + 13h parameters (Narayanan et al.
 2021, §5.1: QKV 3h² + 3h, proj h² + h, fc1 4h² + 4h, fc2 4h² + h, two LayerNorms 4h).
 """
@@ -16,11 +23,11 @@ Parameter counts follow from the ops; e.g. a GPT layer has 12h² + 13h parameter
 from __future__ import annotations
 
 from simtrain.graph.builders.common import IN, Part, PartBuilder, assemble, relocate
-from simtrain.graph.builders.layers import is_moe_layer, layer_part, norm
+from simtrain.graph.builders.layers import add_layer, is_moe_layer, layer_part, norm
 from simtrain.graph.op import ModelParts
 from simtrain.graph.spec import ModelSpec, TransformerArch
 
-__all__ = ["build_transformer", "embed_part", "head_part", "layer_parts"]
+__all__ = ["build_transformer", "embed_part", "head_part", "layer_parts", "mtp_part"]
 
 
 def embed_part(t: TransformerArch, s: int) -> Part:
@@ -71,12 +78,35 @@ def head_part(t: TransformerArch, s: int, tied_to: str = "embed/tok") -> Part:
     return pb.build()
 
 
+def mtp_part(t: TransformerArch, s: int, depth: int) -> Part:
+    """Multi-token-prediction module ``depth`` (DeepSeek-V3 §2.2, eqs. 21–23; HF checkpoint layer 61:
+    ``enorm``, ``hnorm``, ``eh_proj``, a decoder layer, ``shared_head.norm``): h'_i = M_k [RMSNorm(h_i);
+    RMSNorm(Emb(t_{i+k}))], one layer, the shared output head and a cross-entropy on s tokens."""
+    pb, h = PartBuilder(f"mtp{depth}"), t.hidden
+    hid = norm(pb, t, "hnorm", s, inputs=(IN,))
+    emb = pb.add("embedding", "emb", inputs=(IN,), num=t.vocab, dim=h, rows=s, tied_to="embed/tok")
+    emb = norm(pb, t, "enorm", s, inputs=(emb,))
+    # M_k: 2h → h, row-split under TP (its reduce-scatter returns the sequence-parallel residual)
+    proj = pb.add("linear", "proj", inputs=(emb, hid), rows=s, in_features=2 * h, out_features=h, bias=False,
+                  tp_split="row")
+    add_layer(pb, t, s, moe=is_moe_layer(t, t.layers - 1), src=proj)
+    norm(pb, t, "norm", s)
+    pb.add("linear", "lm_head", rows=s, in_features=h, out_features=t.vocab, bias=False, tied_to="head/lm_head",
+           tp_split="vocab")
+    pb.add("cross_entropy", "loss", rows=s, classes=t.vocab, fused=t.fused_cross_entropy)
+    return pb.build()
+
+
 def build_transformer(spec: ModelSpec, rebuild=None) -> ModelParts:
     """The op graph of a text transformer at ``spec.seq_len`` tokens per sample."""
     t, s = spec.transformer, spec.seq_len
     parts = [embed_part(t, s), *layer_parts(t, s)]
     if t.head != "none":
         parts.append(head_part(t, s))
+    parts += [mtp_part(t, s, k) for k in range(1, t.mtp_modules + 1)]
+    # head_dim: the mean of the Q/K and V head dims (MLA), so that 12·L·H·Q·T (PaLM) is the attention
     meta = {"family": spec.family, "published_params": spec.published_params, "layers": t.layers,
-            "hidden": t.hidden, "heads": t.heads, "head_dim": t.head_dim_n}
+            "hidden": t.hidden, "heads": t.heads, "head_dim": (t.head_dim_n + t.v_head_dim_n) // 2}
+    if t.mtp_modules:
+        meta["mtp_modules"] = t.mtp_modules
     return assemble(spec.name, parts, arch=spec, seq_len=s, rebuild=rebuild, meta=meta)

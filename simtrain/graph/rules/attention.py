@@ -24,6 +24,10 @@ Saved for backward (PyTorch):
   state, so none is stored.
 GQA: K and V have ``kv_heads`` heads; the FLOPs do not depend on it (each query head does its own
 products), the bytes do.
+
+``v_head_dim`` (multi-head latent attention, DeepSeek-V2/V3: Q/K heads of nope + rope = 192 dims, V
+heads of 128) gives V and the output their own head dim d_v: forward QKᵀ 2·a·s_q·s_kv·d + A·V
+2·a·s_q·s_kv·d_v, agrad twice that; V, dV and O, dO are d_v wide. None: d_v = d (every other model).
 """
 
 from __future__ import annotations
@@ -57,16 +61,20 @@ def _fused_traffic(q, kv, o):
 
 @rule("attention")
 def attention(*, heads: int, head_dim: int, seq: int, kv_heads: int | None = None, seq_kv: int | None = None,
-              causal: bool = True, fused: bool = False, dropout: float = 0.0) -> dict:
+              causal: bool = True, fused: bool = False, dropout: float = 0.0, v_head_dim: int | None = None) -> dict:
     """Scaled-dot-product attention on one sample (see module docstring for the counts)."""
     a, d, s = pos_int("heads", heads), pos_int("head_dim", head_dim), pos_int("seq", seq)
     kv_h = a if kv_heads is None else pos_int("kv_heads", kv_heads)
     if a % kv_h:
         raise ValueError(f"heads={a} must be a multiple of kv_heads={kv_h}")
+    dv = d if v_head_dim is None else pos_int("v_head_dim", v_head_dim)
     t = s if seq_kv is None else pos_int("seq_kv", seq_kv)
     p = prob("dropout", dropout)
-    q_el, kv_el, o_el, scores = s * a * d, t * kv_h * d, s * a * d, a * s * t
-    fw = 4 * a * s * t * d
+    # K and V enter every count together (read both, write dK and dV): kv_el is their mean size, so
+    # 2·kv_el = K + V elements (= 2·t·kv·d when dv == d)
+    kv_el = t * kv_h * d if dv == d else t * kv_h * (d + dv) / 2
+    q_el, o_el, scores = s * a * d, s * a * dv, a * s * t
+    fw = 2 * a * s * t * (d + dv)
     if fused:
         lse = LSE_BYTES * s * a
         saved = Saved(act=q_el + 2 * kv_el + o_el, fixed_bytes=lse)
@@ -81,10 +89,10 @@ def attention(*, heads: int, head_dim: int, seq: int, kv_heads: int | None = Non
     return dict(
         op_class=OpClass.ATTENTION, flops=pc(fw, 2 * fw, 0), act_read=read, act_write=write,
         fixed_write_bytes=fixed_w, fixed_read_bytes=fixed_r, saved=saved,
-        shapes=((s, a * d), (t, kv_h * d), (t, kv_h * d)), out_shape=(s, a * d),
+        shapes=((s, a * d), (t, kv_h * d), (t, kv_h * dv)), out_shape=(s, a * dv),
         gemm=Gemm(m=s, n=t, k=d, batch=a), tp_split="heads",
         attention=AttentionInfo(heads=a, kv_heads=kv_h, head_dim=d, seq_q=s, seq_kv=t, causal=bool(causal),
-                                fused=bool(fused)),
+                                fused=bool(fused), v_head_dim=None if v_head_dim is None else dv),
         attrs=attrs_of(dropout=p, saved_scores_act=scores_act, saved_scores_mask=scores_mask,
                        random_draws=scores if p else None),
     )

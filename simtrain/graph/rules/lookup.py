@@ -31,16 +31,18 @@ FP32_BYTES = 4
 
 
 @rule("embedding")
-def embedding(*, num: int, dim: int, rows: int = 1) -> dict:
-    """Look up ``rows`` rows per sample in a ``num`` × ``dim`` table."""
+def embedding(*, num: int, dim: int, rows: int = 1, tied_to: str | None = None) -> dict:
+    """Look up ``rows`` rows per sample in a ``num`` × ``dim`` table. ``tied_to`` names the op that
+    owns the table (a multi-token-prediction module's lookup of the shared embedding, DeepSeek-V3
+    §2.2): its gradient is written here, its parameters counted once, by the owner (as ``linear``)."""
     v, h, r = pos_int("num", num), pos_int("dim", dim), pos_int("rows", rows)
     out = r * h
     idx = INDEX_BYTES * r
     return dict(
         op_class=OpClass.EMBEDDING, flops=pc(0, 0, out), act_read=pc(out, 0, out), act_write=pc(out),
         fixed_read_bytes=pc(idx, 0, idx), weight_read=pc(0, 0, v * h), weight_write=pc(0, 0, v * h),
-        param_count=v * h, saved=Saved(fixed_bytes=idx), shapes=((r,),), out_shape=(r, h), tp_split="vocab",
-        attrs=attrs_of(num=v),
+        param_count=0 if tied_to else v * h, saved=Saved(fixed_bytes=idx), shapes=((r,),), out_shape=(r, h),
+        tp_split="vocab", attrs=attrs_of(num=v, tied_to=tied_to),
     )
 
 
