@@ -21,10 +21,21 @@ from simtrain.specs.stack import Stack, load_stack
 from simtrain.specs.train import TrainConfig
 
 __all__ = ["Setting", "Imported", "Draft", "read_source", "as_int", "as_float", "as_bool", "mapping_markdown",
-           "NOT_READ", "unknown_reason"]
+           "NOT_READ", "unknown_reason", "ignored_reason"]
 
 NOT_READ = "not read by simtrain: no effect on one step's time or memory, or not modelled"
 """Why an unknown setting is ignored (a setting an importer knows has its own reason)."""
+
+
+def ignored_reason(name: str, noted: dict[str, str], known) -> str:
+    """Why ``name`` is ignored: the reason ``noted`` gives it or a section above it (a dotted key's
+    prefix), else :func:`unknown_reason`."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        reason = noted.get(".".join(parts[:end]))
+        if reason:
+            return reason
+    return unknown_reason(name, known)
 
 
 def unknown_reason(name: str, known) -> str:

@@ -20,8 +20,8 @@ from simtrain.frameworks.base import (
     as_bool,
     as_float,
     as_int,
+    ignored_reason,
     read_source,
-    unknown_reason,
 )
 
 __all__ = ["from_deepspeed", "DEEPSPEED_SETTINGS"]
@@ -100,7 +100,7 @@ def from_deepspeed(config, *, world_size: int | None = None) -> Imported:
         elif key in _ROWS:
             given[key] = _parse(draft, _ROWS[key], value)
         elif not key.startswith("activation_checkpointing."):
-            draft.ignore(key, NOTED.get(key) or unknown_reason(key, list(_ROWS)))
+            draft.ignore(key, ignored_reason(key, NOTED, list(_ROWS)))
     if isinstance(doc.get("activation_checkpointing"), dict):
         given["activation_checkpointing"] = True
         for key in doc["activation_checkpointing"]:
@@ -113,7 +113,7 @@ def from_deepspeed(config, *, world_size: int | None = None) -> Imported:
 def _load(config) -> tuple[dict, str | None]:
     if isinstance(config, dict):
         return config, None
-    text, file = read_source(config, (".json",), lambda s: s.lstrip().startswith("{"))
+    text, file = read_source(config, (".json",), lambda s: s.lstrip()[:1] in ("{", "["))
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:

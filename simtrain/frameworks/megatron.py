@@ -16,7 +16,7 @@ import re
 import shlex
 
 from simtrain.errors import SpecError
-from simtrain.frameworks.base import Draft, Imported, Setting, as_float, as_int, unknown_reason
+from simtrain.frameworks.base import Draft, Imported, Setting, as_float, as_int, ignored_reason
 from simtrain.frameworks.megatron_rules import MEGATRON_MODEL, NOTED, resolve
 
 __all__ = ["from_megatron", "MEGATRON_SETTINGS", "MEGATRON_MODEL"]
@@ -81,10 +81,12 @@ MEGATRON_SETTINGS: tuple[Setting, ...] = (
        f"{_TC}:594", "str", "delayed"),
     _S("--fp8-param-gather", "stack.fp8_allgather", "as is", "off", f"{_A}:2016", "flag", False),
     _S("--grad-reduce-in-bf16", "stack.grad_reduce_fp32",
-       "on → False; off → True with --bf16 (fp32 reduction forced), False with --fp16", "off",
+       "on → False; off → True with --bf16 (fp32 reduction forced), False with --fp16. Megatron's gradient "
+       "buffer (main_grad) then also drops to bf16 (core/distributed/param_and_grad_buffer.py:924), a state the "
+       "stack knobs lack: grad_fp32_buffer stays the preset's (4 B per parameter)", "off",
        f"{_A}:3053, applied at :1213", "flag", False),
-    _S("--accumulate-allreduce-grads-in-fp32", "stack.grad_reduce_fp32", "on → True", "off (forced on for bf16)",
-       f"{_A}:3069", "flag", False),
+    _S("--accumulate-allreduce-grads-in-fp32", "stack.grad_reduce_fp32", "on → True",
+       "off (forced on for bf16)", f"{_A}:3069; megatron/training/training.py:2635", "flag", False),
     _S("--optimizer", "optimizer",
        "adam → adamw (Megatron's Adam decouples weight decay), sgd → momentum (--sgd-momentum 0.9)", "adam",
        f"{_A}:2913", "str", "adam"),
@@ -127,7 +129,7 @@ def from_megatron(args, *, world_size: int | None = None) -> Imported:
             draft.model[key] = _value(draft, name, kind, values)
             draft.ignore(name, "model shape: not a TrainConfig field (reported in Imported.model)")
         else:
-            draft.ignore(name, NOTED.get(name) or unknown_reason(name, list(_ROWS) + list(MEGATRON_MODEL)))
+            draft.ignore(name, ignored_reason(name, NOTED, list(_ROWS) + list(MEGATRON_MODEL)))
     stack = resolve(draft, given, _ROWS, world_size)
     return draft.freeze(stack, MEGATRON_SETTINGS, given)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tomllib
 
-from simtrain.frameworks.base import Draft, Imported, Setting, read_source, unknown_reason
+from simtrain.frameworks.base import Draft, Imported, Setting, ignored_reason, read_source
 from simtrain.frameworks.torchtitan_rules import NOTED, resolve
 
 __all__ = ["from_torchtitan", "TORCHTITAN_SETTINGS"]
@@ -106,7 +106,7 @@ def from_torchtitan(toml, *, world_size: int | None = None) -> Imported:
             draft.model[key.split(".")[1]] = value
             draft.ignore(key, "model choice: not a TrainConfig field (reported in Imported.model)")
         else:
-            draft.ignore(key, NOTED.get(key) or unknown_reason(key, list(_ROWS)))
+            draft.ignore(key, ignored_reason(key, NOTED, list(_ROWS)))
     stack = resolve(draft, given, _ROWS, world_size)
     return draft.freeze(stack, TORCHTITAN_SETTINGS, given)
 
