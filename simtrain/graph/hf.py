@@ -2,7 +2,10 @@
 and no torch.
 
 Supported ``model_type`` s: gpt2, gpt_neox, llama, mistral, qwen2, mixtral, qwen2_moe (MoE fields
-only: no shared expert), bert. Field names follow the ``transformers`` configuration classes
+only: no shared expert), qwen3 and qwen3_moe (qk-norm, ``head_dim``, ``moe_intermediate_size``),
+llama4_text (Llama 4's ``text_config``: shared expert, ``interleave_moe_layer_step``,
+``intermediate_size_mlp`` for the dense layers), deepseek_v3 (MLA, shared experts,
+``first_k_dense_replace``, ``num_nextn_predict_layers`` MTP modules), bert. Field names follow the ``transformers`` configuration classes
 (shared/reference/ecosystem.md §4) with the usual aliases (GPT-2's ``n_embd`` / ``n_layer`` /
 ``n_head`` / ``n_positions`` / ``n_inner``, ``d_model``, ``num_experts`` for
 ``num_local_experts``, …). A multimodal config whose own ``model_type`` is not a text model but
@@ -125,6 +128,50 @@ def _llama_like(c: _Cfg, qkv_bias: bool | None = None) -> dict:
     return out
 
 
+def _qwen3(c: _Cfg) -> dict:
+    """Qwen3 (HF ``Qwen3Attention``: q_norm / k_norm RMSNorm over head_dim); qwen3_moe adds experts of
+    ``moe_intermediate_size`` on every ``decoder_sparse_step``-th layer, no shared expert."""
+    out = {**_llama_like(c), "qk_norm": "rmsnorm", "moe": None, "ffn_hidden": c.get("ffn")}
+    experts = c.get("experts", None)
+    if experts:
+        if c.raw("mlp_only_layers"):
+            raise SpecError.one(c.file, "mlp_only_layers", "dense layers listed by index are not supported")
+        out["moe"] = {"experts": experts, "top_k": c.get("top_k"), "every": c.raw("decoder_sparse_step", 1),
+                      "ffn_hidden": c.raw("moe_intermediate_size")}
+    return out
+
+
+def _llama4(c: _Cfg) -> dict:
+    """Llama 4 text model (HF ``Llama4TextConfig``): MoE layers every ``interleave_moe_layer_step``
+    with experts and one shared expert of ``intermediate_size``; dense layers ``intermediate_size_mlp``;
+    ``use_qk_norm`` a weightless L2 norm."""
+    step = c.raw("interleave_moe_layer_step", 1)
+    layers = c.get("layers")
+    listed = c.raw("moe_layers")
+    if listed is not None and list(listed) != list(range(step - 1, layers, step)):
+        raise SpecError.one(c.file, "moe_layers", "only every interleave_moe_layer_step-th layer is supported")
+    return {**_llama_like(c), "ffn_hidden": c.raw("intermediate_size_mlp") or c.get("ffn"),
+            "qk_norm": "l2" if c.raw("use_qk_norm", False) else "none",
+            "moe": {"experts": c.get("experts"), "top_k": c.get("top_k", 1), "every": step,
+                    "ffn_hidden": c.get("ffn"), "shared_experts": 1}}
+
+
+def _deepseek_v3(c: _Cfg) -> dict:
+    """DeepSeek-V3 (HF ``DeepseekV3Config``): MLA, ``first_k_dense_replace`` dense layers then MoE with
+    ``n_shared_experts``; ``num_nextn_predict_layers`` MTP modules (transformers drops them at load,
+    training keeps them)."""
+    if c.raw("moe_layer_freq", 1) != 1:
+        raise SpecError.one(c.file, "moe_layer_freq", "only 1 is supported")
+    mla = {"q_lora_rank": c.raw("q_lora_rank"), "kv_lora_rank": c.raw("kv_lora_rank"),
+           "qk_nope_head_dim": c.raw("qk_nope_head_dim"), "qk_rope_head_dim": c.raw("qk_rope_head_dim"),
+           "v_head_dim": c.raw("v_head_dim")}
+    out = {**_llama_like(c), "kv_heads": None, "head_dim": None, "mla": mla,
+           "mtp_modules": c.raw("num_nextn_predict_layers", 0), "ffn_hidden": c.get("ffn")}
+    out["moe"] = {"experts": c.get("experts"), "top_k": c.get("top_k"), "ffn_hidden": c.raw("moe_intermediate_size"),
+                  "shared_experts": c.raw("n_shared_experts", 0), "first_dense": c.raw("first_k_dense_replace", 0)}
+    return out
+
+
 def _bert(c: _Cfg) -> dict:
     return {**_common(c), "ffn_hidden": c.get("ffn"), "max_positions": c.get("positions"),
             "activation": c.activation(False), "norm": "layernorm", "norm_position": "post", "position": "learned",
@@ -137,12 +184,15 @@ def _bert(c: _Cfg) -> dict:
 _MAPPERS: dict[str, Callable[[_Cfg], dict]] = {
     "gpt2": _gpt2, "gpt_neox": _neox, "llama": _llama_like, "mistral": _llama_like,
     "qwen2": lambda c: _llama_like(c, qkv_bias=True), "mixtral": _llama_like,
-    "qwen2_moe": lambda c: _llama_like(c, qkv_bias=True), "bert": _bert,
+    "qwen2_moe": lambda c: _llama_like(c, qkv_bias=True), "qwen3": _qwen3, "qwen3_moe": _qwen3,
+    "llama4_text": _llama4, "deepseek_v3": _deepseek_v3, "bert": _bert,
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(_MAPPERS))
 _ARCHITECTURES = {"GPT2LMHeadModel": "gpt2", "GPTNeoXForCausalLM": "gpt_neox", "LlamaForCausalLM": "llama",
                   "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2", "MixtralForCausalLM": "mixtral",
-                  "BertForMaskedLM": "bert", "BertForPreTraining": "bert", "BertModel": "bert"}
+                  "BertForMaskedLM": "bert", "BertForPreTraining": "bert", "BertModel": "bert",
+                  "Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe",
+                  "DeepseekV3ForCausalLM": "deepseek_v3"}
 
 
 def _read(path_or_dict: str | os.PathLike | dict) -> tuple[dict, str | None]:

@@ -240,3 +240,54 @@ def test_deepseek_v3_model_flops_follow_the_shapes():
     attention = 62 * 2 * s * 128 * (192 + 128)
     mtp_head = 2 * 7168 * 129280                 # the MTP's LM head multiplies by the tied (uncounted) weight
     assert fw - router == 2 * (active_matmul - 59 * 256 * 7168) + attention + mtp_head
+
+
+# --- the HF config.json of each family gives the library's graph ---------------------------------------
+
+_QWEN3_32B = {"model_type": "qwen3", "hidden_size": 5120, "intermediate_size": 25600, "num_hidden_layers": 64,
+              "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+              "max_position_embeddings": 40960, "hidden_act": "silu", "attention_bias": False,
+              "tie_word_embeddings": False}
+_QWEN3_30B = {"model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 48,
+              "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 151936,
+              "max_position_embeddings": 40960, "hidden_act": "silu", "attention_bias": False,
+              "tie_word_embeddings": False, "num_experts": 128, "num_experts_per_tok": 8,
+              "moe_intermediate_size": 768, "decoder_sparse_step": 1, "mlp_only_layers": []}
+_MAVERICK = {"model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"],
+             "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 1408},
+             "text_config": {"model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192,
+                             "intermediate_size_mlp": 16384, "num_hidden_layers": 48, "num_attention_heads": 40,
+                             "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 202048,
+                             "max_position_embeddings": 1048576, "hidden_act": "silu", "num_local_experts": 128,
+                             "num_experts_per_tok": 1, "interleave_moe_layer_step": 2, "use_qk_norm": True,
+                             "tie_word_embeddings": False}}
+_DEEPSEEK_V3 = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168,
+                "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_hidden_layers": 61,
+                "num_attention_heads": 128, "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512,
+                "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 256,
+                "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 3, "moe_layer_freq": 1,
+                "num_nextn_predict_layers": 1, "vocab_size": 129280, "max_position_embeddings": 163840,
+                "hidden_act": "silu", "attention_bias": False, "tie_word_embeddings": False}
+
+
+@pytest.mark.parametrize("config, name", [(_QWEN3_32B, "qwen3-32b"), (_QWEN3_30B, "qwen3-30b-a3b"),
+                                          (_MAVERICK, "llama4-maverick"), (_DEEPSEEK_V3, "deepseek-v3")])
+def test_hf_config_builds_the_library_model(config, name):
+    from simtrain.graph.model import Model
+    lib = st.load_model(name)
+    hf = Model.from_hf_config(config, seq_len=lib.seq_len)
+    assert hf.param_count == lib.param_count
+    assert [(op.name, op.flops, op.param_count, op.tp_split) for op in hf.ops] == \
+        [(op.name, op.flops, op.param_count, op.tp_split) for op in lib.ops]
+
+
+def test_hf_rejects_what_it_cannot_build():
+    from simtrain.errors import SpecError
+    from simtrain.graph.hf import hf_config_to_spec
+    with pytest.raises(SpecError, match="moe_layer_freq"):
+        hf_config_to_spec({**_DEEPSEEK_V3, "moe_layer_freq": 2})
+    with pytest.raises(SpecError, match="mlp_only_layers"):
+        hf_config_to_spec({**_QWEN3_30B, "mlp_only_layers": [0]})
+    text = {**_MAVERICK["text_config"], "moe_layers": [0, 5]}
+    with pytest.raises(SpecError, match="moe_layers"):
+        hf_config_to_spec({**_MAVERICK, "text_config": text})
