@@ -488,8 +488,8 @@ _SOURCE = re.compile(r"^calibrate key=([0-9a-f]{16}) measurements=([0-9a-f]{16})
 
 def write_profile(cal, path: str | Path) -> Path:
     """Write ``cal`` (a :class:`~simtrain.calibrate.fit.Calibration`) as a device spec YAML."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from simtrain.outputs import YAML_SUFFIXES, check_output_path
+    path = check_output_path(path, "path", YAML_SUFFIXES)  # its folder made; a directory refused
     header = [f"# simtrain calibration profile {cal.key}", f"# measurements {cal.measurements_hash}",
               f"# base device {cal.base_name}; fit: {dict(cal.fit_info)}"]
     header += ["# residuals (predicted vs measured):"] + [f"#   {line}" for line in cal.summary()]

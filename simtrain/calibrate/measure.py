@@ -275,6 +275,10 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     run last.
     """
     import torch
+
+    from simtrain.outputs import check_output_path
+    if out is not None:  # before minutes of benchmarks
+        check_output_path(out, "out", (".json", ".parquet"))
     _check_colocated(colocated, device)
     _check_device(device)
     grid_name = grid or ("quick" if quick else "full")

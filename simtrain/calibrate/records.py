@@ -25,6 +25,8 @@ from simtrain.glossary import DType, OpClass
 __all__ = ["Row", "Unsupported", "MachineFacts", "Measurements", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
+#: the largest measurements file read (JSON or Parquet), in bytes
+MAX_MEASUREMENTS_BYTES = 64 * 2**20
 _PHASES = ("fw", "bw", "optim")
 
 
@@ -200,8 +202,8 @@ class Measurements:
     # --- storage -----------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
         """JSON (any suffix but ``.parquet``); Parquet rows + facts in the file metadata (needs pyarrow)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        from simtrain.outputs import check_output_path
+        path = check_output_path(path, "path")  # its folder made; a directory or unwritable place refused
         if path.suffix == ".parquet":
             _save_parquet(self, path)
         else:
@@ -214,7 +216,7 @@ class Measurements:
         if path.suffix == ".parquet":
             return _load_parquet(path)
         from simtrain.specs.reading import read_json_file
-        doc = read_json_file(path, limit=64 * 2**20, what="measurements")  # regular file, capped, checked JSON
+        doc = read_json_file(path, limit=MAX_MEASUREMENTS_BYTES, what="measurements")  # regular file, capped, checked JSON
         if not isinstance(doc, dict):
             raise SpecError.one(str(path), "", "not a measurements file: expected a JSON object")
         return cls.from_dict(doc, str(path))
@@ -250,8 +252,19 @@ def _save_parquet(m: Measurements, path: Path) -> None:
 
 
 def _load_parquet(path: Path) -> Measurements:
+    """Measurements from an untrusted Parquet file: regular, size-capped, its JSON parts checked."""
+    from simtrain.specs.reading import parse_json, read_bytes
     _, pq = _pyarrow()
-    table = pq.read_table(path)
-    meta = json.loads(table.schema.metadata[b"simtrain"].decode())
-    rows = [dict(r, params=json.loads(r["params"])) for r in table.to_pylist()]
+    import pyarrow as pa
+    data = read_bytes(path, limit=MAX_MEASUREMENTS_BYTES, what="measurements")
+    try:
+        table = pq.read_table(pa.BufferReader(data))
+        meta = parse_json((table.schema.metadata or {})[b"simtrain"].decode("utf-8"))
+        rows = [dict(r, params=parse_json(r["params"])) for r in table.to_pylist()]
+    except KeyError as err:
+        raise SpecError.one(str(path), "", f"not a measurements file: no {err.args[0]!r} in it") from None
+    except (pa.ArrowException, ValueError, TypeError, AttributeError) as err:  # broken file, bad JSON
+        raise SpecError.one(str(path), "", f"not a measurements file: {type(err).__name__}: {err}") from None
+    if not isinstance(meta, dict):
+        raise SpecError.one(str(path), "", "not a measurements file: its metadata is not a JSON object")
     return Measurements.from_dict(dict(meta, rows=rows), str(path))

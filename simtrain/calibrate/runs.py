@@ -309,7 +309,9 @@ class Calibration(Spec):
 
     def to_yaml(self, path: str | Path) -> Path:
         import yaml
-        path = Path(path)
+
+        from simtrain.outputs import YAML_SUFFIXES, check_output_path
+        path = check_output_path(path, "path", YAML_SUFFIXES)  # its folder made; a directory refused
         doc = {"spec": "calibration", **self.model_dump(mode="json")}
         path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
         return path

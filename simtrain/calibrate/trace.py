@@ -173,10 +173,19 @@ def _load(path: Path, limit: int):
         raise SpecError.one(str(path), "", f"not a gzip file ({type(err).__name__})") from None
     if len(data) > limit:
         raise SpecError.one(str(path), "", f"larger than {limit} bytes decompressed: too big for a profiler trace")
+    from simtrain.specs.reading import parse_json
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise SpecError.one(str(path), "", f"broken JSON: {type(err).__name__}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError.one(str(path), "", f"not UTF-8 text once decompressed (undecodable byte at offset "
+                            f"{err.start}): not a profiler trace") from None
+    try:  # the checks of an uncompressed trace: nesting, keys given twice, NaN / Infinity
+        return parse_json(text)
+    except json.JSONDecodeError as err:
+        raise SpecError.one(str(path), "", f"broken JSON (line {err.lineno}, column {err.colno}): {err.msg}") \
+            from None
+    except ValueError as err:
+        raise SpecError.one(str(path), "", f"broken JSON: {err}") from None
 
 
 def _refuse_constant(name: str):

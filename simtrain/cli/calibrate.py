@@ -109,8 +109,8 @@ def _from_runs(args: argparse.Namespace) -> int:
     from simtrain.calibrate.runs import calibrate_runs
     records = load_run_records(args.runs)
     cal = calibrate_runs(records)
-    out = args.out if args.out != Path("profile.yaml") else Path("calibration.yaml")
-    cal.to_yaml(out)
+    out = _out(args)
+    _written(out, "--out", cal.to_yaml)
     print(f"runs: {len(records)} from {args.runs}")
     print(cal.summary())
     print(f"calibration: {out}")
@@ -136,8 +136,8 @@ def _from_trace(args: argparse.Namespace) -> int:
     model, cluster = load_model(args.model), hardware_cluster(args.hardware, arg="--hardware")
     times = load_times(args.trace, args.steps, args.untraced_step_s)  # read once, for the fit and the table
     cal = calibrate_classes(times, model, cluster, cfg)
-    out = args.out if args.out != Path("profile.yaml") else Path("calibration.yaml")
-    cal.to_yaml(out)
+    out = _out(args)
+    _written(out, "--out", cal.to_yaml)
     print(cal.summary())
     print(f"calibration: {out}")
     if args.compare_ops is not None:
@@ -162,15 +162,37 @@ def _refused(m, allow_noisy: bool) -> bool:
     return not allow_noisy
 
 
+def _out(args: argparse.Namespace) -> Path:
+    """The file --out names: a calibration from runs or a trace defaults to calibration.yaml."""
+    if (args.runs is not None or args.trace is not None) and args.out == Path("profile.yaml"):
+        return Path("calibration.yaml")
+    return args.out
+
+
+def _written(path: Path, flag: str, writer) -> None:
+    """``writer(path)`` for a path checked by :func:`check_outputs`; a write that still fails is exit 2."""
+    from simtrain.errors import SpecError
+    try:
+        writer(path)
+    except OSError as err:
+        raise SpecError.one(str(path), flag, f"cannot write: {err.strerror or err}") from None
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Every file calibrate writes, checked before anything is measured or fitted (simtrain/outputs.py):
+    --out (YAML), --residuals (JSON), --measurements when it is to be written."""
+    from simtrain.outputs import JSON_SUFFIXES, YAML_SUFFIXES, check_output_path
+    check_output_path(_out(args), "--out", YAML_SUFFIXES)
+    if args.residuals is not None:
+        check_output_path(args.residuals, "--residuals", JSON_SUFFIXES)
+    if args.runs is None and args.trace is None and args.measurements is not None \
+            and not args.measurements.exists():
+        check_output_path(args.measurements, "--measurements", (".json", ".parquet"))
+
+
 def run(args: argparse.Namespace) -> int:
     from simtrain.calibrate.fit import fit
-    from simtrain.errors import SpecError
-    for flag, path in (("--out", args.out), ("--residuals", args.residuals)):  # made as the other verbs' --out
-        try:
-            if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise SpecError.one(str(path), flag, f"cannot make its folder: {err.strerror or err}") from None
+    check_outputs(args)
     if args.runs is not None:
         return _from_runs(args)
     if args.trace is not None:
@@ -179,14 +201,14 @@ def run(args: argparse.Namespace) -> int:
     if _refused(m, args.allow_noisy):
         return NOISY_EXIT
     cal = fit(m, args.base)
-    cal.save_profile(args.out)
+    _written(args.out, "--out", cal.save_profile)
     print(f"profile: {args.out}  device {cal.device.name}  key {cal.key[:16]}")
     if not cal.fit_info.get("success", True):
         print(f"calibrate: the compute fit stopped at its iteration cap ({cal.fit_info.get('nfev')} iterations) "
               "before converging; check the residuals below, or measure again", file=sys.stderr)
     if args.residuals is not None:
-        args.residuals.parent.mkdir(parents=True, exist_ok=True)
-        args.residuals.write_text(dumps([r.to_dict() for r in cal.residuals], indent=1) + "\n")
+        text = dumps([r.to_dict() for r in cal.residuals], indent=1) + "\n"
+        _written(args.residuals, "--residuals", lambda p: p.write_text(text, encoding="utf-8"))
         print(f"residuals: {args.residuals}")
     print("residuals (predicted vs measured):")
     for line in cal.summary():

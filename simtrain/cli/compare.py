@@ -63,11 +63,24 @@ def render_compare(df) -> str:
     return table + ("\n\nwhy:\n" + "\n".join(notes) if notes else "")
 
 
+def _write_csv(df, path: str) -> None:
+    from simtrain.errors import SpecError
+    try:
+        df.to_csv(path, index=False)
+    except OSError as err:
+        raise SpecError.one(path, "--csv", f"cannot write: {err.strerror or err}") from None
+
+
 def run(args) -> int:
+    from simtrain.outputs import CSV_SUFFIXES, IMAGE_SUFFIXES, check_output_path
     from simtrain.report.compare import compare
+    if args.csv is not None:  # every output checked before any row is costed
+        check_output_path(args.csv, "--csv", CSV_SUFFIXES)
+    if args.out is not None:
+        check_output_path(args.out, "--out", IMAGE_SUFFIXES)
     df = compare(args.model, args.hardware, _config(args), nodes=args.nodes, tokens=args.tokens, engine=args.engine)
     if args.csv:
-        df.to_csv(args.csv, index=False)
+        _write_csv(df, args.csv)
     if args.out:
         from simtrain.report.plot_compare import compare_bar
         compare_bar(df, path=args.out)

@@ -55,6 +55,9 @@ def _check(args) -> None:
 def run(args) -> int:
     from simtrain.search.plan import plan
     _check(args)
+    if args.plot is not None:  # before the search
+        from simtrain.outputs import IMAGE_SUFFIXES, check_output_path
+        check_output_path(args.plot, "--plot", IMAGE_SUFFIXES)
     df = plan(args.model, args.hardware, tokens=args.tokens,
               deadline_s=None if args.deadline_days is None else args.deadline_days * 86400.0,
               budget_usd=args.budget_usd, max_devices=args.max_devices, objective=args.objective,

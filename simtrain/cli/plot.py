@@ -46,6 +46,8 @@ def draw(kind: str, args):
 
 
 def run(args) -> int:
+    from simtrain.outputs import IMAGE_SUFFIXES, check_output_path
+    check_output_path(args.out, "--out", IMAGE_SUFFIXES)  # before anything is costed or drawn
     draw(args.kind, args)
     print(f"wrote {args.out}")
     return 0

@@ -23,7 +23,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from simtrain.report.html import write_html_report
+    from simtrain.outputs import check_output_path
+    from simtrain.report.html import REPORT_FILE, write_html_report
+    check_output_path(args.out, "--out", folder=True, inside=REPORT_FILE)  # before anything is costed
     model, cluster, cfg, _ = load_job_inputs(args, choose=True)
     if args.chosen is not None:
         print(args.chosen.describe())

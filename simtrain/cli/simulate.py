@@ -24,19 +24,28 @@ def register(sub) -> None:
 
 
 def _write(path: str, what: str, writer) -> None:
-    """Write an output file (its folder made, as the other verbs' --out do); a path that cannot be
-    written is bad input (exit 2), not a traceback."""
+    """Write an output file checked by :func:`check_outputs`; a write that still fails (the disk
+    filled up meanwhile) is bad input (exit 2), not a traceback."""
     from simtrain.errors import SpecError
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
         writer(Path(path))
     except OSError as err:
         raise SpecError.one(path, what, f"cannot write: {err.strerror or err}") from None
 
 
+def check_outputs(args) -> None:
+    """--trace (JSON) and --gantt (an image) checked before anything is simulated (simtrain/outputs.py)."""
+    from simtrain.outputs import IMAGE_SUFFIXES, JSON_SUFFIXES, check_output_path
+    if args.trace is not None:
+        check_output_path(args.trace, "--trace", JSON_SUFFIXES)
+    if args.gantt is not None:
+        check_output_path(args.gantt, "--gantt", IMAGE_SUFFIXES)
+
+
 def run(args) -> int:
     from simtrain.report.text import render_report
     from simtrain.sim import simulate
+    check_outputs(args)
     model, cluster, cfg, tokens = load_job_inputs(args, choose=True)
     report = simulate(model, cluster, cfg, contention=args.contention, granularity=args.granularity)
     timeline = getattr(report, "timeline", None)

@@ -90,6 +90,17 @@ def _plot(df, grid: dict[str, list], sort: str, path: str) -> None:
         sweep_heatmap(df, axes[0], axes[1], sort, path=path)
 
 
+def _check_outputs(args, grid: dict[str, list]) -> None:
+    """--out (the rows) and --plot (a figure) checked before any point runs (simtrain/outputs.py)."""
+    from simtrain.outputs import IMAGE_SUFFIXES, TABLE_SUFFIXES, check_output_path
+    if args.out is not None:
+        check_output_path(args.out, "--out", TABLE_SUFFIXES)
+    if args.plot is not None:
+        if not any(len(v) > 1 for v in grid.values()):
+            raise SpecError.one(None, "--plot", "needs an axis with more than one value")
+        check_output_path(args.plot, "--plot", IMAGE_SUFFIXES)
+
+
 def run(args) -> int:
     from simtrain.report.sweep_table import render_sweep
     from simtrain.search.sweep import sweep
@@ -97,6 +108,7 @@ def run(args) -> int:
     grid = parse_grid(args.grid)
     if args.sort not in RESULT_COLUMNS and args.sort not in grid:
         raise SpecError.one(None, "--sort", f"no column {args.sort!r}; e.g. samples_per_s, step_time_s, mfu")
+    _check_outputs(args, grid)
     model, cluster, cfg, _ = load_job_inputs(args)
     client = _client(args.scheduler)
     try:

@@ -120,15 +120,15 @@ def to_chakra(model, cluster, cfg, out_dir) -> list[Path]:
     ranks of one data-parallel replica; the others run the same program). Returns the paths."""
     from simtrain.estimator import build_program
     from simtrain.inputs import as_cluster, as_config, as_model
+    from simtrain.outputs import check_output_path
     from simtrain.sim import simulate
+    out = check_output_path(out_dir, "out_dir", folder=True)  # before anything is simulated
     model, cluster, cfg = as_model(model), as_cluster(cluster), as_config(cfg)
     program = build_program(model, cluster, cfg)  # resolves as st.simulate does
     if isinstance(program, list):
         raise SimtrainError("no per-rank program to export: " + "; ".join(program))
     report = simulate(model, cluster, cfg)
     nodes = chakra_nodes(report.timeline, program)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = []
     for rank, rank_nodes in nodes.items():
         doc = {"globalMetadata": {"version": SCHEMA_VERSION, "attr": [

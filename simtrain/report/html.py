@@ -175,9 +175,9 @@ def html_report(report, *, model=None, cluster=None, cfg=None, timeline=None, ti
 
 def write_html_report(report, out_dir, **kwargs) -> Path:
     """Write :func:`html_report` to ``out_dir/report.html`` (creating the folder); return its path."""
-    target = Path(out_dir) / REPORT_FILE
+    from simtrain.outputs import check_output_path
+    target = check_output_path(out_dir, "out_dir", folder=True, inside=REPORT_FILE) / REPORT_FILE
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(html_report(report, **kwargs), encoding="utf-8")
     except OSError as err:
         raise SimtrainError(f"{target}: cannot write the report: {err}") from err

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from simtrain.errors import SimtrainError
+from simtrain.outputs import IMAGE_SUFFIXES, check_output_path
 
 __all__ = ["new_figure", "finish", "PALETTE", "MEMORY_COLOURS", "BREAKDOWN_COLOURS"]
 
@@ -35,12 +36,12 @@ def new_figure(width_in: float = 7.5, height_in: float = 4.5):
 
 
 def finish(fig, path: str | Path | None):
-    """Save ``fig`` to ``path`` (format from the suffix, PNG if none) when given; return ``fig``."""
+    """Save ``fig`` to ``path`` (format from its suffix, one of :data:`~simtrain.outputs.IMAGE_SUFFIXES`:
+    a path without one is refused, never written as ``path.png``) when given; return ``fig``."""
     if path is not None:
-        target = Path(path)
+        target = check_output_path(path, "path", IMAGE_SUFFIXES)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(target, format=(target.suffix.lstrip(".") or "png"))
+            fig.savefig(target, format=target.suffix.lstrip(".").lower())
         except (OSError, ValueError) as err:
             raise SimtrainError(f"{target}: cannot write the figure: {err}") from err
     return fig

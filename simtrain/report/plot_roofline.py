@@ -102,7 +102,10 @@ def roofline(model, device, cfg=None, *, report=None, label_top: int = 6, path=N
     seconds. ``report`` (a StepReport): its top ops are labelled; else the ``label_top`` slowest."""
     from simtrain.cost.precision import regime
     from simtrain.inputs import as_config
+    from simtrain.outputs import IMAGE_SUFFIXES, check_output_path
     from simtrain.specs.train import TrainConfig
+    if path is not None:  # before any op is costed
+        check_output_path(path, "path", IMAGE_SUFFIXES)
     cfg = TrainConfig(global_batch_size=1) if cfg is None else as_config(cfg)
     dev, points = _as_device(device), op_points(model, device, cfg)
     fig, ax = new_figure(8.0, 5.0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simtrain.errors import SimtrainError
+from simtrain.errors import SimtrainError, SpecError
 from simtrain.report.plot_base import PALETTE, finish, new_figure
 
 __all__ = ["predicted_vs_measured", "validation_frame"]
@@ -14,18 +14,20 @@ BAND_FRACTION = 0.10
 def validation_frame(results):
     """A DataFrame (case, metric, predicted, measured) from a validation result: the JSON dict
     ``python -m validation`` writes (its ``cases``), a path to it, or a DataFrame already."""
-    import json
     from pathlib import Path
 
     import pandas as pd
     if isinstance(results, pd.DataFrame):
         return results
-    if isinstance(results, (str, Path)):
-        try:
-            results = json.loads(Path(results).read_text())
-        except (OSError, ValueError) as err:
-            raise SimtrainError(f"{results}: cannot read the validation results: {err}") from err
+    name = None
+    if isinstance(results, (str, Path)):  # untrusted: a regular, size-capped file of strict JSON
+        from simtrain.specs.reading import read_json_file
+        name = str(results)
+        results = read_json_file(results, limit=64 * 2**20, what="validation results")
     cases = results.get("cases", results) if isinstance(results, dict) else results
+    if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
+        raise SpecError.one(name, "cases", "not validation results: expected a list of cases (objects) or an "
+                            "object with 'cases'")
     return pd.DataFrame([{k: c.get(k) for k in ("case", "metric", "predicted", "measured")} for c in cases])
 
 

@@ -75,12 +75,15 @@ class SweepStore:
     """The output of one sweep (see module docstring)."""
 
     def __init__(self, out: str | os.PathLike, schema, resume: bool = True) -> None:
-        self.path = Path(out)
+        from simtrain.outputs import TABLE_SUFFIXES, check_output_path
+        # a directory, an unwritable place or another suffix is refused before any point runs
+        self.path = check_output_path(out, "out", TABLE_SUFFIXES)
         self.format = self.path.suffix.lower().lstrip(".")
-        if self.format not in ("parquet", "csv"):
-            raise SpecError.one(None, "out", f"{self.path}: must end in .parquet or .csv")
         self.schema = schema
         self.parts = self.path.with_name(self.path.name + ".parts")
+        if self.parts.exists() and not self.parts.is_dir():
+            raise SpecError.one(str(self.parts), "out", "is in the way: the sweep keeps its unfinished rows "
+                                "in this folder beside out, and a file of that name is there")
         try:
             if not resume:
                 self.path.unlink(missing_ok=True)

@@ -49,6 +49,6 @@ def gantt_png(timeline, path: Path, lanes: tuple[str, ...], dpi: int) -> Path:
     ax.set_xlabel("time (ms)")
     ax.set_title("simulated step (blue forward, green backward, orange recompute, purple optimizer)")
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    fig.savefig(path, dpi=dpi, format=Path(path).suffix.lstrip(".").lower() or "png")
     plt.close(fig)
     return path

@@ -79,7 +79,11 @@ class Timeline:
 
     def to_chrome_trace(self, path: str | Path | None = None) -> dict:
         """Trace-event JSON (Chrome ``about:tracing``, https://ui.perfetto.dev): a process per pipeline
-        rank, a thread per lane, a slice per event, an arrow per pipeline send."""
+        rank, a thread per lane, a slice per event, an arrow per pipeline send. ``path``: also write
+        it there (a ``.json`` file, checked first: simtrain/outputs.py)."""
+        if path is not None:
+            from simtrain.outputs import JSON_SUFFIXES, check_output_path
+            path = check_output_path(path, "path", JSON_SUFFIXES)
         lanes = self.lanes()
         tid = {ln: i for i, ln in enumerate(lanes)}
         trace: list[dict] = []
@@ -107,5 +111,6 @@ class Timeline:
     def to_gantt_png(self, path: str | Path, lanes: tuple[str, ...] = ("compute",), dpi: int = 120) -> Path:
         """A pipeline Gantt chart (matplotlib, Agg): one row per rank (per rank and lane when more
         lanes are asked for), forward slices blue, backward green, recomputation orange, the rest grey."""
+        from simtrain.outputs import IMAGE_SUFFIXES, check_output_path
         from simtrain.sim.gantt import gantt_png
-        return gantt_png(self, Path(path), lanes, dpi)
+        return gantt_png(self, check_output_path(path, "path", IMAGE_SUFFIXES), lanes, dpi)

@@ -35,10 +35,11 @@ import yaml
 from simtrain.errors import QUOTE_CHARS, SpecError, clip_quoted
 
 __all__ = ["MAX_SPEC_BYTES", "MAX_YAML_DEPTH", "MAX_YAML_NODES", "CLIP_CHARS", "clip", "clip_quoted", "read_text",
-           "parse_yaml", "read_yaml_file", "read_json_file"]
+           "parse_yaml", "read_yaml_file", "read_json_file", "parse_json", "env_bytes"]
 
 
-def _env_bytes(name: str, default: int) -> int:
+def env_bytes(name: str, default: int) -> int:
+    """A byte limit from the environment variable ``name`` (a positive integer), else ``default``."""
     try:
         value = int(os.environ.get(name, default))
     except ValueError:
@@ -47,7 +48,7 @@ def _env_bytes(name: str, default: int) -> int:
 
 
 #: the largest spec / model / job / config file read, in bytes (env ``SIMTRAIN_MAX_SPEC_BYTES``)
-MAX_SPEC_BYTES = _env_bytes("SIMTRAIN_MAX_SPEC_BYTES", 1 << 20)
+MAX_SPEC_BYTES = env_bytes("SIMTRAIN_MAX_SPEC_BYTES", 1 << 20)
 #: deepest nesting of YAML / JSON collections (the library's files use fewer than 10 levels)
 MAX_YAML_DEPTH = 64
 #: most YAML nodes in one document, counting every alias as the nodes it stands for
@@ -90,8 +91,10 @@ def _oserror(name: str, err: OSError | ValueError) -> SpecError:
     return SpecError.one(name, "", f"cannot read file: {reason}")
 
 
-def read_bytes(path: str | os.PathLike, limit: int | None = None, what: str = "spec") -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes (default :data:`MAX_SPEC_BYTES`)."""
+def read_bytes(path: str | os.PathLike, limit: int | None = None, what: str = "spec", *,
+               limit_env: str = "SIMTRAIN_MAX_SPEC_BYTES") -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (default :data:`MAX_SPEC_BYTES`);
+    ``limit_env`` is the environment variable that sets the limit, named by the error above it."""
     name, limit = os.fspath(path), limit or MAX_SPEC_BYTES
     try:
         mode = os.stat(name).st_mode
@@ -120,7 +123,7 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None, what: str = "s
         os.close(fd)
     if total > limit:
         raise SpecError.one(name, "", f"larger than {limit} bytes: too big for a {what} file "
-                            "(the limit is SIMTRAIN_MAX_SPEC_BYTES)")
+                            f"(the limit is {limit_env})")
     return b"".join(chunks)
 
 
@@ -318,3 +321,16 @@ def read_json_file(path: str | os.PathLike, limit: int | None = None, what: str 
         reason = str(err) if str(err).startswith(("duplicate key", "NaN", "Infinity", "-Infinity")) \
             else f"a value cannot be read ({type(err).__name__})"
         raise SpecError.one(name, "", f"broken JSON: {reason}") from None
+
+
+def parse_json(text: str) -> Any:
+    """One JSON document from untrusted ``text``, with the checks of :func:`read_json_file`: nesting
+    deeper than :data:`MAX_YAML_DEPTH`, a key given twice and ``NaN`` / ``Infinity`` refused. Raises
+    ``ValueError`` saying what (a :class:`json.JSONDecodeError`, with its line and column, for broken
+    JSON); never ``RecursionError``."""
+    if _json_depth(text) > MAX_YAML_DEPTH:
+        raise ValueError(f"nested more than {MAX_YAML_DEPTH} levels deep")
+    try:
+        return json.loads(text, object_pairs_hook=_json_pairs, parse_constant=_json_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
