@@ -111,7 +111,8 @@ class Network(Spec):
 
     topology: NetworkTopology
     nic_link: LinkRef | None = None
-    nics_per_node: Annotated[int, Field(ge=0, le=64)] = 0
+    nics_per_node: Annotated[int, Field(ge=0, le=256)] = 0
+    """Scale-out NICs per node (a GB200 NVL72 rack, one node of 72 GPUs, has 72)."""
     oversubscription: Annotated[float, Field(ge=1, le=64)] = 1.0
     """Fat-tree taper: 2.0 means the upper tiers carry half the injection bandwidth."""
     torus_dims: list[Annotated[int, Field(ge=1)]] | None = None
