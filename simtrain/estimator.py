@@ -14,6 +14,7 @@ layout: the report comes back with ``feasible=False`` and the reasons.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from simtrain.cost.data_pipeline import pipeline_times
 from simtrain.cost.emulation import emulation_warning
@@ -131,12 +132,17 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     memories = stage_memories(model, cluster, cfg, program)
     peak_mem = max(memories, key=lambda mm: (mm.reserved_bytes, mm.total_bytes))
     reasons = [] if peak_mem.fits else [peak_mem.overflow_reason()]
+    finite = math.isfinite(step_s) and step_s > 0 and all(math.isfinite(v) for v in breakdown.values())
+    if not finite:  # never "feasible" with a null step: a rate of 0, or one so small it underflows
+        reasons.append(f"the step time is not a finite positive number ({step_s!r} s; breakdown "
+                       f"{ {k: v for k, v in breakdown.items() if not math.isfinite(v)} or 'finite'}): a device "
+                       "rate (peak FLOP/s, bandwidth) that is zero or underflows, or a cost that overflows")
     model_flops, hw_flops = _flops_per_step(model, cfg, program)
     from simtrain.cost.compute import matrix_peak_flops_per_s
     peak = matrix_peak_flops_per_s(cluster.device, program.regime.matmul_dtype)
     report = StepReport(
         model_name=model.name, cluster_name=cluster.name, devices_count=cluster.devices_count,
-        feasible=peak_mem.fits, reasons=tuple(reasons), step_time_s=step_s,
+        feasible=peak_mem.fits and finite, reasons=tuple(reasons), step_time_s=step_s,
         global_batch_size=cfg.global_batch_size, tokens_per_sample=model.tokens_per_sample,
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, peak_flops_per_s=peak,
         vector_flops_per_step=_vector_flops_per_sample(model) * cfg.global_batch_size, time_breakdown_s=breakdown, memory=peak_mem, bottleneck="", bottleneck_reason="",

@@ -238,6 +238,9 @@ def _final_efficiency(eff: Efficiency, extra: dict[str, float], key: str, m: Mea
 
 def fit(measurements: Measurements, base: Device | str | None = None) -> Calibration:
     """Fit ``base`` (default: see :func:`default_base`) to ``measurements``; see the module docstring."""
+    if not isinstance(measurements, Measurements):
+        raise SpecError.one(None, "measurements", f"must be the Measurements st.measure returns, got "
+                            f"{type(measurements).__name__}")
     base = _resolve_base(base, measurements)
     key = profile_key(measurements, base)
     # rows re-centred on the placement-mode mix the passes met (calibrate/modes.py); the key, the hash

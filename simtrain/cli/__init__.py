@@ -11,7 +11,7 @@ import importlib
 import sys
 
 from simtrain import __version__
-from simtrain.errors import SimtrainError, SpecError
+from simtrain.errors import SimtrainError
 
 __all__ = ["main", "build_parser"]
 
@@ -49,27 +49,30 @@ def main(argv: list[str] | None = None) -> int:
         args.func = default.run
     try:
         return int(args.func(args) or 0)
-    except SpecError as err:
+    except SimtrainError as err:  # SpecError included: bad input names its file / field / flag
         if args.debug:
             raise
-        print(f"simtrain: error: {err}", file=sys.stderr)
-        return 2
-    except SimtrainError as err:
-        if args.debug:
-            raise
-        print(f"simtrain: error: {err}", file=sys.stderr)
-        return 2
+        return _refuse(args, str(err), type(err).__name__, getattr(err, "fields", []))
     except ModuleNotFoundError as err:
         extra = _EXTRAS.get((err.name or "").split(".")[0])
         if extra is None or args.debug:
             raise
-        print(f"simtrain: error: `simtrain {args.command}` needs the optional package {err.name.split('.')[0]!r}: "
-              f"pip install 'simtrain[{extra}]'", file=sys.stderr)
-        return 2
+        return _refuse(args, f"`simtrain {args.command}` needs the optional package {err.name.split('.')[0]!r}: "
+                             f"pip install 'simtrain[{extra}]'", "MissingExtra", [])
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _refuse(args, message: str, kind: str, fields: list[str]) -> int:
+    """Exit 2: the message on stderr, and with ``--json`` also as a JSON object on stdout (a script
+    reading stdout gets an answer it can parse, not nothing)."""
+    print(f"simtrain: error: {message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        import json
+        print(json.dumps({"error": message, "type": kind, "fields": list(fields)}))
+    return 2
 
 
 if __name__ == "__main__":

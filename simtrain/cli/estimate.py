@@ -7,6 +7,7 @@ import argparse
 import re
 
 from simtrain.cli._json import dumps
+from simtrain.cli._types import positive_int
 from simtrain.search.choose import LAYOUT_FIELDS, choose_layout
 from simtrain.specs.library import WORKLOADS_DIR
 
@@ -30,7 +31,7 @@ def add_job_arguments(p: argparse.ArgumentParser, json: bool = True) -> None:
     p.add_argument("job", nargs="?", help="job file (workloads/jobs/*.yaml or a path)")
     p.add_argument("--model", help="model name or path (instead of a job file)")
     p.add_argument("--hardware", "--cluster", dest="hardware", help="cluster or device name or path")
-    p.add_argument("--nodes", type=int, help="override the cluster's node count")
+    p.add_argument("--nodes", type=positive_int, help="override the cluster's node count")
     p.add_argument("--tokens", type=float, help="tokens to train for time-to-train")
     if json:
         p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -45,12 +46,11 @@ def add_job_arguments(p: argparse.ArgumentParser, json: bool = True) -> None:
 
 
 def _choices() -> dict[str, list[str]]:
-    """The values each enum flag takes (argparse lists them in --help and in its error)."""
+    """The values each enum flag takes (argparse lists them in --help and in its error); --stack also
+    takes a stack file, and its own error lists the presets."""
     from simtrain.glossary import OptimizerKind, PipelineSchedule, Precision, Recompute
-    from simtrain.specs.stack import stack_names
     return {"precision": [str(x) for x in Precision], "optimizer": [str(x) for x in OptimizerKind],
-            "pipeline-schedule": [str(x) for x in PipelineSchedule], "recompute": [str(x) for x in Recompute],
-            "stack": stack_names()}
+            "pipeline-schedule": [str(x) for x in PipelineSchedule], "recompute": [str(x) for x in Recompute]}
 
 
 def _overrides(args) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from simtrain.cli._json import dumps
+from simtrain.cli._types import positive_int
 from simtrain.errors import SpecError
 
 __all__ = ["register", "run"]
@@ -32,7 +33,7 @@ def register(sub) -> None:
     p.add_argument("--precision", default="bf16")
     p.add_argument("--stack", help="software-stack preset (simtrain stacks)")
     p.add_argument("--max-nodes", type=int, default=512)
-    p.add_argument("--top", type=int, default=10, help="layouts to list")
+    p.add_argument("--top", type=positive_int, default=10, help="layouts to list")
     p.add_argument("--mtbf-device-hours", type=float,
                    help="goodput-aware: mean time between failures of one device, in hours (Daly's wall time)")
     p.add_argument("--restart-minutes", type=float, default=10.0, help="restart + reload after a failure")

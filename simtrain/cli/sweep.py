@@ -10,6 +10,7 @@ axes with more than one value, or a scaling curve over the only one.
 from __future__ import annotations
 
 from simtrain.cli._json import dumps
+from simtrain.cli._types import positive_int
 from simtrain.cli.estimate import add_job_arguments, load_job_inputs
 from simtrain.errors import SimtrainError, SpecError
 
@@ -29,7 +30,7 @@ def register(sub) -> None:
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on this dask.distributed scheduler (tcp://host:8786)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--sort", default="samples_per_s", help="rank the printed rows by this column")
-    p.add_argument("--top", type=int, default=10, help="how many of the best rows to print")
+    p.add_argument("--top", type=positive_int, default=10, help="how many of the best rows to print")
     p.add_argument("--plot", metavar="OUT.png", help="draw a heatmap (two axes) or scaling curve (one axis)")
     p.set_defaults(func=run)
 

@@ -40,12 +40,23 @@ def estimate_heterogeneous(model, clusters, cfg, estimate_fn=None) -> HeteroRepo
     The global batch is split in proportion to each group's replica count, so every replica runs the
     same per-replica batch; ``cfg.dp`` must be None (each group's dp follows from its size).
     """
+    from simtrain.errors import SpecError
     from simtrain.estimator import estimate
+    from simtrain.inputs import as_cluster, as_config, as_model
     from simtrain.specs.train import TrainConfig
     estimate_fn = estimate_fn or estimate
+    if isinstance(clusters, (str, bytes)) or not hasattr(clusters, "__iter__"):
+        raise SpecError.one(None, "clusters", f"must be a list of clusters (or their names), got {type(clusters).__name__}")
+    model, cfg = as_model(model), as_config(cfg)
+    clusters = [as_cluster(c, arg="clusters") for c in clusters]
+    if not clusters:
+        raise SpecError.one(None, "clusters", "must name at least one cluster")
     inner = cfg.tp * cfg.pp * cfg.cp
     dps = [c.devices_count // inner for c in clusters]
-    per_replica = cfg.global_batch_size // sum(dps)
+    per_replica = cfg.global_batch_size // max(1, sum(dps))
+    if per_replica < 1 or min(dps) < 1:
+        raise SpecError.one(None, "global_batch_size", f"{cfg.global_batch_size} samples cannot give each of the "
+                            f"{sum(dps):,} replicas (devices / (tp·pp·cp) per cluster: {dps}) at least one")
     reports = []
     for cluster, dp in zip(clusters, dps, strict=False):
         fields = {**cfg.model_dump(), "dp": dp, "global_batch_size": per_replica * dp}

@@ -45,6 +45,30 @@ def _positive(name: str, value, allow_none: bool = True):
     return value
 
 
+def _whole(name: str, value, lowest: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+        raise SimtrainError(f"plan: {name}= must be a whole number ≥ {lowest}, got {value!r}")
+    return value
+
+
+def _fixed(codes: dict, uniques: dict, cfg) -> np.ndarray:
+    """Candidates that keep what ``config=`` set of the searched fields (a plan honours a config's tp,
+    ZeRO stage or recompute policy instead of searching over it)."""
+    keep = np.ones(len(codes["nodes"]), dtype=bool)
+    for name in (*_LAYOUT[1:], "zero_stage", "recompute"):
+        if name in cfg.model_fields_set and getattr(cfg, name) is not None:
+            want = getattr(cfg, name)
+            want = str(want) if name == "recompute" else want
+            hits = [i for i, v in enumerate(uniques[name]) if v == want]
+            keep &= np.isin(codes[name], hits)
+    return keep
+
+
+def _fixed_text(cfg) -> str:
+    return ", ".join(f"{k}={getattr(cfg, k)}" for k in (*_LAYOUT[1:], "zero_stage", "recompute")
+                     if k in cfg.model_fields_set)
+
+
 def _inputs(model, hardware, precision, global_batch_size, seq_len, stack, config):
     from simtrain.inputs import as_cluster, as_model
     from simtrain.specs.train import TrainConfig
@@ -197,11 +221,20 @@ def plan(model, hardware, tokens: float, deadline_s: float | None = None, *, bud
     _positive("max_devices", max_devices)
     if objective not in OBJECTIVES:
         raise SimtrainError(f"plan: objective= must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise SimtrainError(f"plan: top= must be a positive integer, got {top!r}")
+    _whole("top", top)
+    _whole("max_nodes", max_nodes)
+    _whole("max_pp", max_pp)
+    if config is not None and not isinstance(config, dict):
+        raise SimtrainError(f"plan: config= must be a dict of TrainConfig fields, got {type(config).__name__}")
     from simtrain.search.vector import estimate_codes
     model, cluster, cfg = _inputs(model, hardware, precision, global_batch_size, seq_len, stack, config)
     codes, uniques, nodes = _candidates(model, cluster, cfg, tokens, deadline_s, max_devices, max_nodes, max_pp)
+    keep = _fixed(codes, uniques, cfg)
+    if not keep.all():
+        codes = {k: v[keep] for k, v in codes.items()}
+        if not len(codes["nodes"]):
+            raise SimtrainError("plan: no searched layout has the tp / pp / cp / ep / dp / micro-batch / virtual "
+                                f"stages that config= fixes ({_fixed_text(cfg)})")
     if not len(codes["nodes"]):
         raise SimtrainError(f"plan: no layout of nodes {nodes[0]}..{nodes[-1]} splits global_batch_size="
                             f"{cfg.global_batch_size} evenly over its data-parallel ranks")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sys
 import time
 import warnings
@@ -190,6 +191,8 @@ def sweep(model, cluster, cfg, grid: dict[str, list], engine: str = "auto", clie
 
     from simtrain.search.sweep_store import SweepStore, sweep_schema
     from simtrain.search.vector_rows import grid_codes, point_keys
+    if out is not None and not isinstance(out, (str, os.PathLike)):
+        raise SpecError.one(None, "out", f"must be a path to a .parquet or .csv file, got {type(out).__name__}")
     grid = check_grid(grid)
     model, cluster, cfg = _inputs(model, cluster, cfg, engine)
     cfg = _free_dp(cfg, grid)

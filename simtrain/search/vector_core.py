@@ -277,7 +277,9 @@ def _results(g: _Group, per, k, step, last, pick, finish) -> dict:
     # estimator._breakdown: the critical rank's exposed collectives less what their hidden part costs
     interference = m * pick(col("hidden_mb")) + pick(col("hidden_step"))
     return {"step_time_s": step, "mfu": mfu, "hfu": hw_flops / (step * devices * peak),
-            "memory_bytes": tot, "memory_reserved_bytes": res, "feasible": res <= g.cluster.device.usable_memory_bytes,
+            "memory_bytes": tot, "memory_reserved_bytes": res,
+            # estimator.compose: a step that is not finite and positive is never feasible
+            "feasible": (res <= g.cluster.device.usable_memory_bytes) & np.isfinite(step) & (step > 0),
             "peak_stage": best, "micro_batches": m, "compute_s": m * (fw + bw),
             "recompute_s": m * pick(col("rc")), "optimizer_s": pick(col("opt_s")),
             "bubble_s": np.maximum(0.0, pick(finish) - (before + m * micro)),

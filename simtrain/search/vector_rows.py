@@ -233,6 +233,11 @@ def auto_table(model, cluster, cfg, keys: list[str], uniques: dict, codes: dict,
         out = _run(model, cluster, cfg, codes, uniques, n, frame=False, scalar=False, cache=cache, interleave=False)
         path = out["path"]
     vector = np.flatnonzero(path == PATHS.index("vector"))
+    if len(vector):  # a step that is not finite gets the estimate's own row and reason
+        finite = np.isfinite(np.stack([out[k][vector] for k in ("step_time_s", *_PARTS.values())])).all(axis=0)
+        path = path.copy()
+        path[vector[~finite]] = PATHS.index("scalar")
+        vector = vector[finite]
     if len(vector):
         _vector_columns(cols, vector, out, model, cluster, out["gbs"][vector])
     evaluate = lambda i: sweep_rows.evaluate_point(model, cluster, cfg, _point(keys, uniques, codes, i))  # noqa: E731

@@ -26,13 +26,32 @@ def link_tiers(cluster, layout, rank_order) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _check_arguments(granularity: str, steps) -> None:
+#: the most pipeline tasks (micro-batches × stages × chunks × 2 phases × steps) one simulation schedules:
+#: the event queue and the timeline grow with them; above, the closed form gives the same step
+MAX_SIM_TASKS = 2_000_000
+
+
+def _check_arguments(granularity: str, steps, contention=False, trace=True) -> None:
     """Arguments that are wrong whatever the job (raised, as a wrong ``cfg`` type is)."""
     from simtrain.errors import SpecError
     if granularity not in _GRANULARITIES:
         raise SpecError.one(None, "granularity", f"must be one of {', '.join(_GRANULARITIES)}, got {granularity!r}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise SpecError.one(None, "steps", f"must be a whole number ≥ 1, got {steps!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 10_000:
+        raise SpecError.one(None, "steps", f"must be a whole number from 1 to 10,000, got {steps!r}")
+    for name, value in (("contention", contention), ("trace", trace)):
+        if not isinstance(value, bool):  # "no" is truthy: never read a switch from a string
+            raise SpecError.one(None, name, f"must be True or False, got {value!r}")
+
+
+def _check_size(program, steps: int) -> None:
+    from simtrain.errors import SpecError
+    lay = program.layout
+    tasks = lay.micro_batches * lay.pp * lay.v * 2 * steps
+    if tasks > MAX_SIM_TASKS:
+        raise SpecError.one(None, "global_batch_size", f"the simulator would schedule {tasks:,} pipeline tasks "
+                            f"({lay.micro_batches:,} micro-batches × {lay.pp} stages × {lay.v} chunks × 2 × {steps} "
+                            f"step(s)), more than {MAX_SIM_TASKS:,}: use st.estimate (the same step without "
+                            "contention) or a larger micro_batch_size")
 
 
 def chunk_ops(r, program) -> tuple:
@@ -106,13 +125,14 @@ def simulate(model, cluster, cfg, *, granularity: str = "chunk", contention: boo
     from simtrain.parallel.memory_plan import stage_memories
     from simtrain.resolve import resolve
     model, cluster, cfg = as_model(model), as_cluster(cluster), as_config(cfg)
-    _check_arguments(granularity, steps)
+    _check_arguments(granularity, steps, contention, trace)
     try:
         r = resolve(model, cluster, cfg)
         model, cluster, cfg = r.model, r.cluster, r.cfg
         program = program_of(r)
         if isinstance(program, list):
             return infeasible_report(model, cluster, cfg, program, engine="simulate")
+        _check_size(program, steps)
         ops = chunk_ops(r, program) if granularity == "op" else ()
         opts = _options(cluster, cfg, program, granularity, contention, speed, trace, ops)
         every, eval_mbs = _eval_plan(cfg, program.layout, steps)

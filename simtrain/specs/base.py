@@ -52,11 +52,30 @@ class Spec(BaseModel, metaclass=_FriendlyConstruction):
 
     @field_validator("*", mode="before")
     @classmethod
+    def _no_control_characters(cls, value, info):
+        """A name or text that reaches a terminal or a report must not carry escape sequences: a spec
+        could otherwise forge report lines or recolour the terminal. Names take none; other text may
+        hold newlines and tabs (YAML block scalars)."""
+        if isinstance(value, str):
+            allowed = "" if info.field_name == "name" else "\n\t"
+            bad = next((c for c in value if _is_control(c) and c not in allowed), None)
+            if bad is not None:
+                raise ValueError(f"contains the control character {bad!r}; {info.field_name} must be printable text")
+        return value
+
+    @field_validator("*", mode="before")
+    @classmethod
     def _no_boolean_numbers(cls, value, info):
         """``devices_count: true`` is not 1: a boolean where only a number fits is an error, not a cast."""
         if isinstance(value, bool) and info.field_name and _number_not_bool(cls, info.field_name):
             raise ValueError(f"expected a number, got a boolean ({str(value).lower()})")
         return value
+
+
+def _is_control(c: str) -> bool:
+    """C0 / C1 control characters and DEL (what a terminal acts on), and the bidirectional overrides."""
+    o = ord(c)
+    return o < 0x20 or 0x7F <= o <= 0x9F or 0x202A <= o <= 0x202E or 0x2066 <= o <= 0x2069
 
 
 _SCHEMAS: dict[str, type] = {}

@@ -8,6 +8,7 @@ References between files are by library name ("device: a100-sxm4-80gb") and are 
 from __future__ import annotations
 
 import math
+import os
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, ValidationError, model_validator
@@ -216,7 +217,14 @@ class Cluster(Spec):
 
     @classmethod
     def single(cls, device: Device, name: str | None = None) -> Cluster:
-        """One device, no network: e.g. this machine's CPU, or one calibrated GPU."""
+        """One device, no network: e.g. this machine's CPU, or one calibrated GPU (a Device, or a
+        device library name or path)."""
+        if isinstance(device, (str, os.PathLike)):
+            from simtrain.specs.library import load_device
+            device = load_device(device)
+        if not isinstance(device, Device):
+            raise SpecError.one(None, "device", f"Cluster.single takes a Device or a device name, got "
+                                f"{type(device).__name__}")
         host = Host(cpu_cores=Sourced[int](value=1, source="Cluster.single placeholder", mark="U"),
                     dram_bandwidth_bytes_per_s=Sourced[float](
                         value=device.memory_bandwidth_bytes_per_s, source="Cluster.single placeholder", mark="U"))

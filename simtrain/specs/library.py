@@ -179,8 +179,9 @@ def load_cluster(name: str | os.PathLike, nodes: int | None = None):
             raise SpecError.one(None, "nodes", f"must be a positive integer, got {nodes!r}")
         try:
             cluster = cluster.with_nodes(nodes)
-        except ValidationError as err:
-            raise spec_error_from_validation(err, str(library_path("cluster", name))) from None
+        except ValidationError as err:  # the count asked for is wrong, not the cluster's file
+            why = "; ".join(e.get("msg", "invalid") for e in err.errors(include_url=False))
+            raise SpecError.one(None, "nodes", f"{nodes:,} nodes of {name!r}: {why}") from None
     return cluster
 
 

@@ -15,6 +15,9 @@ from simtrain.specs.stack import Stack
 __all__ = ["TrainConfig", "DataPipeline", "EvalConfig", "layout_problems", "resolve_dp"]
 
 Degree = Annotated[int, Field(ge=1, le=1_000_000)]
+#: bounds that keep every product of batch, sequence and degrees inside the engines' 64-bit integers
+_MAX_BATCH = 1 << 40
+_MAX_SEQ = 1 << 31
 
 
 class DataPipeline(Spec):
@@ -74,9 +77,9 @@ class EvalConfig(Spec):
 class TrainConfig(Spec):
     """How to train. Field names are the public API (DESIGN.md)."""
 
-    global_batch_size: Annotated[int, Field(ge=1)]
-    micro_batch_size: Annotated[int, Field(ge=1)] = 1
-    seq_len: Annotated[int, Field(ge=1)] | None = None
+    global_batch_size: Annotated[int, Field(ge=1, le=_MAX_BATCH)]
+    micro_batch_size: Annotated[int, Field(ge=1, le=_MAX_BATCH)] = 1
+    seq_len: Annotated[int, Field(ge=1, le=_MAX_SEQ)] | None = None
     """Tokens per sample for sequence models; None keeps the model's own (or a non-sequence model)."""
     precision: Precision = Precision.BF16
     emulate_precision: bool = False

@@ -256,7 +256,7 @@ CLI_LINES = [  # (id, argv, fields, message)
     ("cli-stack-unknown", _BASE + ["--stack", "no-such-stack"], ["--stack"], ""),
     ("cli-seq-len-zero", _BASE + ["--seq-len", "0"], ["--seq-len"], ""),
     ("cli-virtual-stages-zero", _BASE + ["--virtual-stages", "0"], ["--virtual-stages"], ""),
-    ("cli-nodes-zero", ["estimate", "--model", "gpt2", "--hardware", "dgx-a100-80gb", "--nodes", "0"], ["nodes"], ""),
+    ("cli-nodes-zero", ["estimate", "--model", "gpt2", "--hardware", "dgx-a100-80gb", "--nodes", "0"], ["nodes", "--nodes"], ""),
     ("cli-nodes-text", ["estimate", "--model", "gpt2", "--hardware", "dgx-a100-80gb", "--nodes", "many"], [], "--nodes"),
     ("cli-model-unknown", ["estimate", "--model", "gpt-17", "--hardware", "dgx-a100-80gb"], ["model"], "no model named"),
     ("cli-hardware-unknown", ["estimate", "--model", "gpt2", "--hardware", "dgx-z9000"], ["--hardware"],

@@ -16,7 +16,7 @@ JOB = ["--model", "gpt2", "--hardware", "dgx-h100", "--nodes", "1", "--global-ba
 
 @pytest.mark.parametrize("flag, listed", [("--recompute", "'none', 'selective', 'full', 'selective-op'"),
                                           ("--precision", "'bf16'"), ("--pipeline-schedule", "'interleaved-1f1b'"),
-                                          ("--optimizer", "'adamw'"), ("--stack", "'megatron-core'")])
+                                          ("--optimizer", "'adamw'")])
 def test_enum_flags_list_their_choices(flag, listed, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["estimate", *JOB, flag, "nonsense"])

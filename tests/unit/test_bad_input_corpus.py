@@ -81,7 +81,8 @@ def assert_rejected(rc, out: str, err: str, *, fields=(), message: str = "", fil
     for leak in LEAKS:
         assert leak not in shown, f"leaked {leak!r}: {shown}"
     if fields:
-        assert any(f": {f}" in err for f in fields), f"none of {fields} named in: {err}"
+        # ours ("file: --flag: why") or argparse's own ("argument --flag: invalid choice ...")
+        assert any(f": {f}" in err or f"argument {f}:" in err for f in fields), f"none of {fields} named in: {err}"
     elif file is not None:
         assert file.rstrip("/") in err, f"{file} not named in: {err}"
     assert message.lower() in err.lower(), f"{message!r} not in: {err}"
