@@ -87,8 +87,14 @@ def _auto_local(model, cluster, cfg, coded: tuple, todo, schema, chunk_size: int
     from simtrain.search.vector_rows import auto_table
     keys, uniques, codes = coded
     size, cache = chunk_size or AUTO_CHUNK, {}
+    # the vectorized engine keys its caches by value: a list value (recompute_modules) goes point by point
+    scalar = not all(isinstance(v, (bool, int, float, str, type(None))) for vs in uniques.values() for v in vs)
     for start in range(0, len(todo), size):
         part = np.asarray(todo[start:start + size])
+        if scalar:
+            yield evaluate_chunk(model, cluster, cfg, [{k: uniques[k][codes[k][i]] for k in keys} for i in part],
+                                 "estimate")
+            continue
         try:
             yield auto_table(model, cluster, cfg, keys, uniques, {k: codes[k][part] for k in keys}, schema, cache,
                              [point_key[i] for i in part])
