@@ -40,15 +40,17 @@ class DType(_StrEnum):
     BF16 = "bf16"
     FP16 = "fp16"
     FP8 = "fp8"
+    FP4 = "fp4"
+    """4-bit float (E2M1) with block scales (NVFP4: 16 values per fp8 scale; MXFP4: 32 per e8m0 scale)."""
     INT8 = "int8"
     INT64 = "int64"
     BOOL = "bool"
 
 
 #: Storage bytes per element. tf32 is stored as fp32; it only changes the matmul rate.
-DTYPE_BYTES: dict[DType, int] = {
+DTYPE_BYTES: dict[DType, float] = {
     DType.FP64: 8, DType.FP32: 4, DType.TF32: 4, DType.BF16: 2, DType.FP16: 2,
-    DType.FP8: 1, DType.INT8: 1, DType.INT64: 8, DType.BOOL: 1,
+    DType.FP8: 1, DType.FP4: 0.5, DType.INT8: 1, DType.INT64: 8, DType.BOOL: 1,
 }
 
 
@@ -81,6 +83,8 @@ class Precision(_StrEnum):
     FP16 = "fp16"
     BF16 = "bf16"
     FP8 = "fp8"
+    MXFP8 = "mxfp8"
+    FP4 = "fp4"
 
 
 class OptimizerKind(_StrEnum):

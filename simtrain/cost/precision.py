@@ -51,6 +51,13 @@ _REGIMES = {
     # fp8: matmul inputs cast to fp8 on the fly; the bf16 weight copy is kept for the other ops,
     # activations are saved in bf16 (Transformer Engine's default recipe).
     Precision.FP8: Regime(Precision.FP8, DType.FP8, DType.BF16, 2, 2, 2, 4, False),
+    # MXFP8 (OCP Microscaling spec v1.0, 2023; Transformer Engine's MXFP8BlockScaling recipe on Blackwell):
+    # fp8 elements with one e8m0 scale per 32, at the fp8 tensor-core rate; the rest as fp8's recipe
+    Precision.MXFP8: Regime(Precision.MXFP8, DType.FP8, DType.BF16, 2, 2, 2, 4, False),
+    # 4-bit training (NVIDIA, "Pretraining Large Language Models with NVFP4", 2025): the GEMMs' inputs
+    # quantised to NVFP4 on the fly (forward, data- and weight-gradient GEMMs), bf16 weights kept for
+    # the other ops, activations saved in bf16, fp32 master weights and optimizer state
+    Precision.FP4: Regime(Precision.FP4, DType.FP4, DType.BF16, 2, 2, 2, 4, False),
 }
 
 

@@ -80,12 +80,12 @@ class MfuRecord:
     ``fp8``. An fp8 run's MFU (over the doubled fp8 peak) is held only against fp8 records."""
 
 
-PRECISIONS = ("16-bit", "fp8")
+PRECISIONS = ("16-bit", "fp8", "fp4")
 
 
 def precision_class(matmul_dtype: str | None) -> str:
     """``fp8`` for an fp8 matmul dtype, else ``16-bit`` (the class the public records are kept in)."""
-    return "fp8" if str(matmul_dtype) == "fp8" else "16-bit"
+    return {"fp8": "fp8", "fp4": "fp4"}.get(str(matmul_dtype), "16-bit")
 
 
 @dataclass(frozen=True)
