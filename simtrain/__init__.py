@@ -39,6 +39,9 @@ _EXPORTS = {
     "time_steps": "simtrain.calibrate.step_timer", "StepTimes": "simtrain.calibrate.step_timer",
     "compare": "simtrain.report.compare",
     "simulate_run": "simtrain.sim.goodput",
+    # framework configs in (Megatron-LM / NeMo arguments, torchtitan TOML, DeepSpeed JSON)
+    "from_megatron": "simtrain.frameworks", "from_torchtitan": "simtrain.frameworks",
+    "from_deepspeed": "simtrain.frameworks",
     # software stacks
     "Stack": "simtrain.specs.stack", "load_stack": "simtrain.specs.stack", "stack_names": "simtrain.specs.stack",
     # errors and words

@@ -43,6 +43,9 @@ def add_job_arguments(p: argparse.ArgumentParser, json: bool = True) -> None:
                    help="cost a precision the device has no matrix units for at the nearest one it has "
                         "(TrainConfig.emulate_precision)")
     p.add_argument("--calibration", help="a calibration file (st.Calibration.to_yaml) applied to the cluster")
+    p.add_argument("--from", nargs=2, dest="from_framework", metavar=("FRAMEWORK", "CONFIG"),
+                   help="the config in a framework's own terms: megatron 'ARGS' (an argument string), "
+                        "torchtitan FILE.toml or deepspeed FILE.json; config flags given beside it win")
 
 
 def _choices() -> dict[str, list[str]]:
@@ -88,6 +91,8 @@ def load_job_inputs(args, choose: bool = False):
     if getattr(args, "calibration", None):
         from simtrain.calibrate.runs import load_calibration
         cluster = load_calibration(args.calibration).apply(cluster)
+    if getattr(args, "from_framework", None):
+        cfg_fields = {**cfg_fields, **_imported_fields(args.from_framework, model, cluster), **overrides}
     cfg = _config(args.job, cfg_fields, overrides)
     args.chosen = None
     if choose and not any(k in cfg.model_fields_set for k in LAYOUT_FIELDS):
@@ -96,6 +101,32 @@ def load_job_inputs(args, choose: bool = False):
         if args.chosen is not None:
             cluster, cfg = args.chosen.cluster, args.chosen.cfg
     return model, cluster, cfg, tokens
+
+
+_FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
+
+
+def _imported_fields(spec: list[str], model, cluster) -> dict:
+    """TrainConfig fields (and the stack) of ``--from FRAMEWORK CONFIG``; what it ignored and where its
+    model shape disagrees with ``--model`` go to stderr."""
+    import sys
+
+    import simtrain.frameworks as frameworks
+    from simtrain.errors import SpecError
+    name, source = spec
+    if name not in _FRAMEWORKS:
+        from simtrain.specs.references import did_you_mean
+        hint = did_you_mean(name, list(_FRAMEWORKS))
+        raise SpecError.one(None, "--from", f"unknown framework {name!r} ({hint + '; ' if hint else ''}one of "
+                            f"{', '.join(_FRAMEWORKS)})")
+    imported = getattr(frameworks, f"from_{name}")(source, world_size=cluster.devices_count)
+    for line in imported.model_mismatches(model):
+        print(f"simtrain: warning: --from {name}: {line}", file=sys.stderr)
+    shape = {k.replace("-", "_") for k in imported.model}  # checked against --model above, not ignored
+    ignored = [s for s, _ in imported.ignored if s.lstrip("-").replace("-", "_") not in shape]
+    if ignored:
+        print(f"simtrain: note: --from {name}: not modelled, ignored: {', '.join(ignored)}", file=sys.stderr)
+    return {**imported.config, "stack": imported.stack_value()}
 
 
 def _config(job: str | None, fields: dict, overrides: dict):
@@ -143,6 +174,6 @@ def with_chosen(d: dict, chosen) -> dict:
 def run_default(args) -> int:
     ns = argparse.Namespace(job=str(WORKLOADS_DIR / "jobs" / "default.yaml"), model=None, hardware=None,
                             nodes=None, tokens=None, json=False, sequence_parallel=None, calibration=None,
-                            emulate_precision=None,
+                            emulate_precision=None, from_framework=None,
                             **{f.replace("-", "_"): None for f in _CONFIG_FLAGS})
     return run(ns)
