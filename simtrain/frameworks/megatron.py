@@ -152,12 +152,14 @@ def _tokens(args) -> list[str]:
 
 def _options(tokens: list[str], draft: Draft) -> dict[str, list[str]]:
     """``--name value ...`` / ``--name=value`` / ``--flag`` → {name: values}; the last occurrence wins
-    (as in argparse). Words before the first option (the command) are ignored."""
+    (as in argparse). Words before the first ``--option`` (the command, with its own single-dash
+    options: ``python -u pretrain_gpt.py``) are ignored."""
     out: dict[str, list[str]] = {}
     current: str | None = None
     command: list[str] = []
     for tok in tokens:
-        if tok.startswith("-") and not _NUMBER.fullmatch(tok):
+        dashed = tok.startswith("-") and not _NUMBER.fullmatch(tok)
+        if dashed and (current is not None or not command or tok.startswith("--")):
             name, eq, value = tok.partition("=")
             if not _OPTION.fullmatch(name):
                 raise draft.error(tok[:40], "unknown argument syntax: Megatron-LM arguments are --name, "

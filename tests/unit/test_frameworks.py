@@ -159,6 +159,9 @@ def test_megatron_argument_syntax():
     imp = from_megatron(["--tensor-model-parallel-size=2", "--micro-batch-size", "1", "--global-batch-size=8",
                          "--bf16", "--tensor-model-parallel-size", "4"])   # the last occurrence wins
     assert imp.config["tp"] == 4 and imp.config["global_batch_size"] == 8
+    cmd = from_megatron("python -u pretrain_gpt.py --micro-batch-size 1 --global-batch-size 8 --seed -1")
+    assert _ignored(cmd)["python -u pretrain_gpt.py"] == "the command before the first argument"
+    assert "--seed" in _ignored(cmd)                 # a negative number is a value, not an option
 
 
 # --- torchtitan -------------------------------------------------------------------------------------
