@@ -60,3 +60,11 @@ def test_a_bad_config_built_directly_is_a_spec_error_naming_the_field(kwargs, wo
     with pytest.raises(st.SpecError) as err:
         st.TrainConfig(**kwargs)
     assert words in str(err.value) and "pydantic" not in str(err.value)
+
+
+def test_deepseek_v3_on_a_gb200_nvl72_rack_answers(capsys):
+    assert main(["estimate", "--model", "deepseek-v3", "--hardware", "gb200-nvl72", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    chosen = report["chosen_layout"]
+    assert report["feasible"] and report["step_time_s"] > 0 and chosen["nodes"] >= 1
+    assert chosen["tp"] * chosen["pp"] * chosen["dp"] * chosen["cp"] == 72 * chosen["nodes"]
