@@ -34,6 +34,9 @@ __all__ = [
 ]
 
 
+
+_MAX_NODES = 1_000_000  # the most nodes a cluster spec (or a node count asked for) may have
+
 class Storage(Spec):
     """Local NVMe (or a shared file system) that feeds the input pipeline."""
 
@@ -158,7 +161,7 @@ class Cluster(Spec):
     name: Name
     description: str = ""
     node: Annotated[Node, resolve_ref("node")]
-    nodes_count: Annotated[int, Field(ge=1, le=1_000_000)]
+    nodes_count: Annotated[int, Field(ge=1, le=_MAX_NODES)]
     network: Network
 
     @model_validator(mode="after")
@@ -184,6 +187,10 @@ class Cluster(Spec):
     def with_nodes(self, nodes: int) -> Cluster:
         """The same cluster with ``nodes`` nodes. A torus keeps its rank (2D/3D) and is refactored
         into the most balanced dims whose product is the new device count."""
+        if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= _MAX_NODES:
+            # refused before the torus is refactored (a huge count would factorise for ever)
+            shown = f"{nodes:,}" if isinstance(nodes, int) and not isinstance(nodes, bool) else repr(nodes)
+            raise SpecError.one(None, "nodes", f"{shown} nodes of {self.name!r}: a cluster has 1 to {_MAX_NODES:,}")
         data = self.model_dump(mode="python")
         data["nodes_count"] = nodes
         net = self.network
@@ -254,9 +261,14 @@ def balanced_dims(total: int, rank: int) -> list[int]:
             if best is None or (cand[0] - cand[-1], cand) < (best[0] - best[-1], best):
                 best = cand
             return
-        for f in range(1, remaining + 1):
-            if remaining % f == 0:
-                search(remaining // f, k - 1, prefix + [f])
+        for f in _divisors(remaining):
+            search(remaining // f, k - 1, prefix + [f])
 
     search(total, rank, [])
     return best or [total]
+
+
+def _divisors(n: int) -> list[int]:
+    """Every divisor of ``n``, in O(√n) (the torus search visits each of them, not every integer up to n)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
