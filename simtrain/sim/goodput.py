@@ -37,6 +37,7 @@ from simtrain.sim.young_daly import daly_interval_s, young_interval_s
 __all__ = ["simulate_run", "plan_run", "scan_checkpoint_intervals", "RunPlan", "RunResult", "RunEvent",
            "IntervalScan", "LOST_KEYS"]
 
+_MAX_SEGMENTS = 20_000_000
 _MAX_VARIABLE_STEPS = 10_000_000  # per-step draws live in memory: ~6 float arrays of this length
 
 
@@ -144,6 +145,10 @@ def _work_clock(plan: RunPlan, rng: np.random.Generator) -> np.ndarray | None:
 
 def _segments(plan: RunPlan, k: int, clock: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(last step, compute seconds, save seconds) of each segment; a save follows every K-th step."""
+    segments = -(-plan.steps // k)
+    if segments > _MAX_SEGMENTS:  # three float arrays of this length: refuse rather than allocate without bound
+        raise _bad("checkpoint_interval_steps", f"{plan.steps:,} steps saved every {k:,} make {segments:,} "
+                   f"segments, more than {_MAX_SEGMENTS:,}: checkpoint less often or simulate fewer steps")
     starts = np.arange(0, plan.steps, k)
     ends = np.minimum(starts + k, plan.steps)
     work = (ends - starts) * plan.base_step_s if clock is None else clock[ends] - clock[starts]

@@ -114,3 +114,16 @@ def test_a_feasible_result_is_finite_strict_json():
     r = st.estimate("gpt2", st.load_cluster("dgx-h100", nodes=1), CFG)
     d = json.loads(json.dumps(r.to_dict(), allow_nan=False, default=str))
     assert r.feasible and math.isfinite(d["step_time_s"]) and all(math.isfinite(v) for v in d["time_breakdown_s"].values())
+
+
+@pytest.mark.parametrize("steps, every", [(10**18, 1), (10**12, 1000)])
+def test_a_goodput_run_too_long_to_hold_is_refused_not_allocated(steps, every):
+    with pytest.raises(st.SimtrainError, match="segments, more than 20,000,000"):
+        st.simulate_run(10.0, restart_s=60, steps=steps, checkpoint_interval_steps=every, checkpoint_s=5,
+                        mtbf_device_s=1e7, devices=8)
+
+
+@pytest.mark.parametrize("nodes", [2**40, 10**7])
+def test_a_torus_asked_for_too_many_nodes_is_refused_at_once(nodes):
+    with pytest.raises(st.SpecError, match="a cluster has 1 to 1,000,000"):
+        st.load_cluster("tpu-v5p-pod", nodes=nodes)
