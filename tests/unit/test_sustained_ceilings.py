@@ -79,9 +79,9 @@ def test_an_emulated_dtype_keeps_the_curve_ceiling():
 
 
 def test_unknown_dtype_key_is_an_error_naming_the_field():
-    with pytest.raises(ValueError, match=r"dtype_peak_fraction\.fp4"):
+    with pytest.raises(ValueError, match=r"dtype_peak_fraction\.fp6"):
         Efficiency.model_validate({"compute": {"matmul": {"peak_fraction": 0.8}},
-                                   "dtype_peak_fraction": {"fp4": 0.5}})
+                                   "dtype_peak_fraction": {"fp6": 0.5}})
     with pytest.raises(ValueError, match=r"dtype_peak_fraction\.fp8"):
         Efficiency.model_validate({"compute": {"matmul": {"peak_fraction": 0.8}},
                                    "dtype_peak_fraction": {"fp8": 1.2}})
@@ -92,10 +92,10 @@ def test_unknown_dtype_key_in_a_device_file_names_file_and_field(tmp_path):
     anchor = "  dtype_peak_fraction: {"
     assert anchor in text
     bad = tmp_path / "h100-bad.yaml"
-    bad.write_text(text.replace(anchor, "  dtype_peak_fraction: {fp4: 0.6, ", 1), encoding="utf-8")
+    bad.write_text(text.replace(anchor, "  dtype_peak_fraction: {fp6: 0.6, ", 1), encoding="utf-8")
     with pytest.raises(SpecError) as err:
         st.load_device(str(bad))
-    assert "h100-bad.yaml" in str(err.value) and "efficiency.dtype_peak_fraction.fp4" in str(err.value)
+    assert "h100-bad.yaml" in str(err.value) and "efficiency.dtype_peak_fraction.fp6" in str(err.value)
 
 
 def test_calibration_factors_scale_the_dtype_ceilings_and_clip_them():
