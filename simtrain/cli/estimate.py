@@ -87,7 +87,7 @@ def load_job_inputs(args, choose: bool = False):
         if not args.model or not args.hardware:
             raise SpecError.one(None, "job", "give a job file, or both --model and --hardware")
         model, cluster, tokens = load_model(args.model), _cluster(args.hardware, args.nodes), args.tokens
-        cfg_fields = {"global_batch_size": 8, **overrides}
+        cfg_fields = {"global_batch_size": DEFAULT_GLOBAL_BATCH, **overrides}
     if getattr(args, "calibration", None):
         from simtrain.calibrate.runs import load_calibration
         cluster = load_calibration(args.calibration).apply(cluster)
@@ -104,6 +104,8 @@ def load_job_inputs(args, choose: bool = False):
 
 
 _FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
+#: the global batch of a job given by flags without --global-batch-size (the chosen-layout line shows it)
+DEFAULT_GLOBAL_BATCH = 8
 
 
 def _imported_fields(spec: list[str], model, cluster) -> dict:

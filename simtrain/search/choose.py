@@ -56,7 +56,8 @@ class Chosen:
             parts.append(f"{f['virtual_stages']} virtual stages (interleaved 1F1B)")
         if f.get("sequence_parallel"):
             parts.append("sequence parallel")
-        parts += [f"ZeRO-{self.cfg.zero_stage}", f"recompute {self.cfg.recompute}"]
+        parts += [f"ZeRO-{self.cfg.zero_stage}", f"recompute {self.cfg.recompute}",
+                  f"global batch {self.cfg.global_batch_size}"]
         return (f"layout chosen by simtrain: {', '.join(parts)} — the fastest of {self.fitting:,} layouts that fit "
                 f"({self.searched:,} searched); pass --tp/--pp/--dp/--micro-batch-size (or --nodes) to fix one")
 
