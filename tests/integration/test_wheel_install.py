@@ -48,10 +48,12 @@ specs = run("specs", "list")
 est = run("estimate", "--model", "gpt2", "--hardware", "dgx-h100", "--nodes", "1", "--global-batch-size", "8", "--json")
 default = run()
 validate = run("validate")
+sys.modules["torch"] = None  # a wheel installed without the torch extra
+no_torch = run("calibrate", "--device", "cpu", "--quick", "--out", "never-written.yaml")
 print(json.dumps({
     "file": st.__file__, "hardware_dir": str(HARDWARE_DIR), "device": str(library_path("device", "h100-sxm5-80gb")),
     "models": library_names("model"), "step_time_s": r.step_time_s, "feasible": r.feasible,
-    "specs": specs, "estimate": est, "default": default[:2], "validate": validate,
+    "specs": specs, "estimate": est, "default": default[:2], "validate": validate, "no_torch": no_torch,
     "validation_importable": __import__("importlib.util").util.find_spec("validation") is not None,
 }))
 """
@@ -133,6 +135,9 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
     rc, _, err = got["validate"]
     assert not got["validation_importable"]
     assert rc == 2 and ("source checkout" in err or "torch" in err), err
+    rc, _, err = got["no_torch"]  # issue 40: calibrate from a wheel without torch says what to install
+    assert rc == 2 and "pip install 'simtrain[torch]'" in err and "Traceback" not in err, err
+    assert not (work / "never-written.yaml").exists()
 
 
 def _reject(constant: str):
