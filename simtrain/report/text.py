@@ -25,7 +25,9 @@ def _headline(r: StepReport) -> list[str]:
     lines = [f"simtrain {r.engine}: {r.model_name} on {r.cluster_name} ({r.devices_count} × {r.device_name})",
              f"layout: {lay}" + (f"; stack {r.stack}" if r.stack else "")]
     if not r.feasible and r.step_time_s != r.step_time_s:
-        return lines + ["INFEASIBLE:"] + [f"  - {x}" for x in r.reasons]
+        return lines + ["INFEASIBLE:"] + [f"  - {x}" for x in r.reasons] + [
+            "what to change: a layout whose degrees divide the devices, the batch and the model (tp, pp, cp, "
+            "dp, micro-batch), or no layout at all on the command line, and simtrain picks the fastest that fits"]
     lines += [
         f"step time        {fmt_seconds(r.step_time_s)}",
         f"throughput       {r.samples_per_s:,.1f} samples/s, {r.tokens_per_s:,.0f} tokens/s",
@@ -34,6 +36,27 @@ def _headline(r: StepReport) -> list[str]:
         f"MFU / HFU        {100 * r.mfu:.1f}% / {100 * r.hfu:.1f}% of {format_flops_per_s(r.peak_flops_per_s)} dense peak",
     ]
     return lines
+
+
+#: what shrinks each memory term (the largest one names the first thing to try)
+_MEMORY_FIXES = {
+    "optimizer": "shard the optimizer state: zero_stage 1 or more (or a larger dp to shard it over)",
+    "grads": "shard the gradients: zero_stage 2 or 3, or more tp / pp",
+    "params": "shard the weights: zero_stage 3, or more tp / pp",
+    "activations": "recompute 'selective' or 'full', a smaller micro_batch_size, or more tp (with "
+                   "sequence_parallel), cp or pp",
+    "buffers": "a smaller micro_batch_size, or fewer prefetched layers under ZeRO-3",
+    "overhead": "a smaller memory_overhead_fraction, if the framework really leaves that much free",
+    "reserve": "a stack with a smaller allocator reserve / workspace, or the fixes for the other terms",
+}
+
+
+def _what_to_change(r) -> list[str]:
+    if r.memory is None or r.memory.fits:
+        return []
+    term, _ = r.memory.largest_term()
+    return [f"what to change: {_MEMORY_FIXES.get(term, 'a layout that spreads the state over more devices')}; "
+            "or more devices"]
 
 
 def _breakdown(r: StepReport) -> list[str]:
@@ -88,7 +111,7 @@ def render_report(r: StepReport, tokens: float | None = None) -> str:
         lines += _breakdown(r) + _memory(r) + _comm_and_ops(r)
         lines += ["", f"bottleneck: {r.bottleneck} — {r.bottleneck_reason}"]
         if not r.feasible:
-            lines += ["INFEASIBLE:"] + [f"  - {x}" for x in r.reasons]
+            lines += ["INFEASIBLE:"] + [f"  - {x}" for x in r.reasons] + _what_to_change(r)
         if tokens:
             t = r.time_to_train(tokens=tokens)
             cost, kwh = r.cost_dollars(duration_s=t), r.energy_kwh(duration_s=t)

@@ -61,3 +61,14 @@ def test_trainconfig_reads_the_three_frameworks():
     ds = st.TrainConfig.from_deepspeed({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2,
                                         "zero_optimization": {"stage": 3}, "bf16": {"enabled": True}}, world_size=8)
     assert ds.zero_stage == 3 and ds.micro_batch_size == 2 and ds.global_batch_size == 64
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--model", "llama3-70b", "--hardware", "dgx-h100", "--nodes", "1", "--tp", "8", "--global-batch-size", "8"],
+     "what to change: shard the optimizer state: zero_stage 1 or more"),
+    (["--model", "llama3-8b", "--hardware", "dgx-h100", "--nodes", "1", "--tp", "3"],
+     "what to change: a layout whose degrees divide the devices"),
+])
+def test_every_infeasible_says_what_to_change(argv, words, capsys):
+    assert main(["estimate", *argv]) == 1
+    assert words in capsys.readouterr().out
