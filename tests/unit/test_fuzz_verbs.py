@@ -116,3 +116,32 @@ def test_cli_verbs_exit_cleanly(verb, model, hardware, flags, as_json):
         report = json.loads(out.getvalue())
         if report["feasible"]:
             assert report["step_time_s"] is not None and report["step_time_s"] > 0
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tokens=hs.one_of(hs.floats(1e6, 1e12), _ANY), deadline_s=hs.one_of(hs.none(), hs.floats(1e3, 1e8), _ANY),
+       top=hs.one_of(hs.integers(1, 20), _ANY), max_nodes=hs.one_of(hs.integers(1, 16), _ANY),
+       objective=hs.one_of(hs.sampled_from(["cost", "time", "energy"]), _ANY),
+       precision=hs.sampled_from(["bf16", "fp8", "fp4", "fp7", None, 3]))
+def test_plan_api_is_a_clean_error_or_ranked_finite_rows(tokens, deadline_s, top, max_nodes, objective, precision):
+    try:
+        df = _timed(lambda: st.plan("gpt2", "dgx-h100", tokens=tokens, deadline_s=deadline_s, top=top,
+                                    max_nodes=max_nodes, objective=objective, precision=precision,
+                                    global_batch_size=64, seq_len=256, progress=False))
+    except st.SimtrainError as err:
+        assert str(err)
+        return
+    assert len(df) <= top
+    assert df.time_to_train_s.map(math.isfinite).all() and (df.time_to_train_s > 0).all()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hardware=hs.lists(hs.sampled_from(_HARDWARE), min_size=1, max_size=3),
+       cfg=hs.dictionaries(hs.sampled_from(_FIELDS), _ANY, max_size=3))
+def test_compare_api_is_a_clean_error_or_one_row_per_hardware(hardware, cfg):
+    try:
+        df = _timed(lambda: st.compare("gpt2", hardware, {"global_batch_size": 8, "seq_len": 256, **cfg}))
+    except st.SimtrainError as err:
+        assert str(err)
+        return
+    assert len(df) == len(hardware)
