@@ -93,6 +93,13 @@ def load_job_inputs(args, choose: bool = False):
         cluster = load_calibration(args.calibration).apply(cluster)
     if getattr(args, "from_framework", None):
         cfg_fields = {**cfg_fields, **_imported_fields(args.from_framework, model, cluster), **overrides}
+    args.batch_defaulted = False
+    if choose and not args.job and "global_batch_size" not in overrides and \
+            not any(k in {**cfg_fields, **overrides} for k in LAYOUT_FIELDS if k != "global_batch_size"):
+        # simtrain picks the layout: a batch of ~1M tokens a step (8 samples would leave a pipeline empty)
+        seq = cfg_fields.get("seq_len") or model.tokens_per_sample or 1
+        cfg_fields = {**cfg_fields, "global_batch_size": max(DEFAULT_GLOBAL_BATCH, CHOSEN_BATCH_TOKENS // seq)}
+        args.batch_defaulted = True
     cfg = _config(args.job, cfg_fields, overrides)
     args.chosen = None
     if choose and not any(k in cfg.model_fields_set for k in LAYOUT_FIELDS):
@@ -106,6 +113,9 @@ def load_job_inputs(args, choose: bool = False):
 _FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
 #: the global batch of a job given by flags without --global-batch-size (the chosen-layout line shows it)
 DEFAULT_GLOBAL_BATCH = 8
+#: tokens a step when simtrain also picks the layout and no batch is given (GPT-3 and Llama 2 / 3
+#: trained with 2–16M tokens a step; ~1M keeps a small job's step short and a pipeline busy)
+CHOSEN_BATCH_TOKENS = 1 << 20
 
 
 def _imported_fields(spec: list[str], model, cluster) -> dict:
@@ -159,13 +169,16 @@ def run(args) -> int:
     if args.json:
         print(dumps(with_chosen(report.to_dict(), args.chosen)))
     else:
-        print(chosen_line(args.chosen) + render_report(report, tokens=tokens))
+        print(chosen_line(args.chosen, args.batch_defaulted) + render_report(report, tokens=tokens))
     return 0 if report.feasible else 1
 
 
-def chosen_line(chosen) -> str:
+def chosen_line(chosen, batch_defaulted: bool = False) -> str:
     """The line that marks a layout as chosen by simtrain ('' when the user gave one)."""
-    return "" if chosen is None else chosen.describe() + "\n\n"
+    if chosen is None:
+        return ""
+    note = " (global batch: ~1M tokens a step by default; --global-batch-size to set it)" if batch_defaulted else ""
+    return chosen.describe() + note + "\n\n"
 
 
 def with_chosen(d: dict, chosen) -> dict:

@@ -55,5 +55,5 @@ def run(args) -> int:
         if args.gantt:
             _write(args.gantt, "--gantt", timeline.to_gantt_png)
     print(dumps(with_chosen(report.to_dict(), args.chosen)) if args.json else
-          chosen_line(args.chosen) + render_report(report, tokens=tokens))
+          chosen_line(args.chosen, args.batch_defaulted) + render_report(report, tokens=tokens))
     return 0 if report.feasible else 1

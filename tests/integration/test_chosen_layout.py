@@ -68,3 +68,12 @@ def test_deepseek_v3_on_a_gb200_nvl72_rack_answers(capsys):
     chosen = report["chosen_layout"]
     assert report["feasible"] and report["step_time_s"] > 0 and chosen["nodes"] >= 1
     assert chosen["tp"] * chosen["pp"] * chosen["dp"] * chosen["cp"] == 72 * chosen["nodes"]
+
+
+def test_without_a_batch_a_chosen_layout_gets_about_a_million_tokens_a_step(capsys):
+    assert main(["estimate", "--model", "llama3-8b", "--hardware", "dgx-h100", "--seq-len", "4096"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "global batch 256" in first and "~1M tokens a step by default" in first  # 2**20 / 4096
+    assert main(["estimate", "--model", "llama3-8b", "--hardware", "dgx-h100", "--global-batch-size", "16"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "global batch 16" in first and "by default" not in first
