@@ -199,6 +199,37 @@ def _explain(df, deadline_s, budget_usd) -> tuple[str, object]:
     return "no layout meets the constraints: " + "; ".join(parts), closest
 
 
+def _check_arguments(tokens, deadline_s, budget_usd, max_devices, objective, top, max_nodes, max_pp, config) -> None:
+    """Every plan argument checked before any work (a SimtrainError naming it)."""
+    _positive("tokens", tokens, allow_none=False)
+    _positive("deadline_s", deadline_s)
+    _positive("budget_usd", budget_usd)
+    _positive("max_devices", max_devices)
+    if objective not in OBJECTIVES:
+        raise SimtrainError(f"plan: objective= must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    _whole("top", top)
+    _whole("max_nodes", max_nodes)
+    _whole("max_pp", max_pp)
+    if config is not None and not isinstance(config, dict):
+        raise SimtrainError(f"plan: config= must be a dict of TrainConfig fields, got {type(config).__name__}")
+
+
+def _searched(model, cluster, cfg, tokens, deadline_s, max_devices, max_nodes, max_pp):
+    """The candidates (codes, uniques, node counts) that keep what ``config=`` fixed; a SimtrainError
+    when none is left."""
+    codes, uniques, nodes = _candidates(model, cluster, cfg, tokens, deadline_s, max_devices, max_nodes, max_pp)
+    keep = _fixed(codes, uniques, cfg)
+    if not keep.all():
+        codes = {k: v[keep] for k, v in codes.items()}
+        if not len(codes["nodes"]):
+            raise SimtrainError("plan: no searched layout has the tp / pp / cp / ep / dp / micro-batch / virtual "
+                                f"stages that config= fixes ({_fixed_text(cfg)})")
+    if not len(codes["nodes"]):
+        raise SimtrainError(f"plan: no layout of nodes {nodes[0]}..{nodes[-1]} splits global_batch_size="
+                            f"{cfg.global_batch_size} evenly over its data-parallel ranks")
+    return codes, uniques, nodes
+
+
 def plan(model, hardware, tokens: float, deadline_s: float | None = None, *, budget_usd: float | None = None,
          max_devices: int | None = None, objective: str = "cost", global_batch_size: int = 1024,
          seq_len: int | None = None, precision: str = "bf16", stack: str | None = None, config: dict | None = None,
@@ -215,29 +246,10 @@ def plan(model, hardware, tokens: float, deadline_s: float | None = None, *, bud
 
     ``progress``: a tqdm bar over the candidate layouts on stderr, as ``st.sweep``'s (None: on a
     terminal once past 2 s; True: always; False: never)."""
-    _positive("tokens", tokens, allow_none=False)
-    _positive("deadline_s", deadline_s)
-    _positive("budget_usd", budget_usd)
-    _positive("max_devices", max_devices)
-    if objective not in OBJECTIVES:
-        raise SimtrainError(f"plan: objective= must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    _whole("top", top)
-    _whole("max_nodes", max_nodes)
-    _whole("max_pp", max_pp)
-    if config is not None and not isinstance(config, dict):
-        raise SimtrainError(f"plan: config= must be a dict of TrainConfig fields, got {type(config).__name__}")
+    _check_arguments(tokens, deadline_s, budget_usd, max_devices, objective, top, max_nodes, max_pp, config)
     from simtrain.search.vector import estimate_codes
     model, cluster, cfg = _inputs(model, hardware, precision, global_batch_size, seq_len, stack, config)
-    codes, uniques, nodes = _candidates(model, cluster, cfg, tokens, deadline_s, max_devices, max_nodes, max_pp)
-    keep = _fixed(codes, uniques, cfg)
-    if not keep.all():
-        codes = {k: v[keep] for k, v in codes.items()}
-        if not len(codes["nodes"]):
-            raise SimtrainError("plan: no searched layout has the tp / pp / cp / ep / dp / micro-batch / virtual "
-                                f"stages that config= fixes ({_fixed_text(cfg)})")
-    if not len(codes["nodes"]):
-        raise SimtrainError(f"plan: no layout of nodes {nodes[0]}..{nodes[-1]} splits global_batch_size="
-                            f"{cfg.global_batch_size} evenly over its data-parallel ranks")
+    codes, uniques, nodes = _searched(model, cluster, cfg, tokens, deadline_s, max_devices, max_nodes, max_pp)
     from simtrain.search.sweep import progress_bar
     with progress_bar(len(codes["nodes"]), 0, progress, desc="plan") as bar:
         res = estimate_codes(model, cluster, cfg, codes, uniques, frame=False, bar=bar)

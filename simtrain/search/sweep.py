@@ -84,7 +84,7 @@ def _runs(client, inputs: tuple, todo: list[dict], chunk_size: int | None) -> It
 def _auto_local(model, cluster, cfg, coded: tuple, todo, schema, chunk_size: int | None, point_key: list) -> Iterator:
     """The auto engine in this process: Arrow tables of ``chunk_size`` points (default
     :data:`AUTO_CHUNK`), the chunks sharing what the vectorized estimate caches."""
-    from simtrain.search.vector_rows import auto_table
+    from simtrain.search.vector_rows import auto_table, point_at
     keys, uniques, codes = coded
     size, cache = chunk_size or AUTO_CHUNK, {}
     # the vectorized engine keys its caches by value: a list value (recompute_modules) goes point by point
@@ -92,7 +92,7 @@ def _auto_local(model, cluster, cfg, coded: tuple, todo, schema, chunk_size: int
     for start in range(0, len(todo), size):
         part = np.asarray(todo[start:start + size])
         if scalar:
-            yield evaluate_chunk(model, cluster, cfg, [{k: uniques[k][codes[k][i]] for k in keys} for i in part],
+            yield evaluate_chunk(model, cluster, cfg, [point_at(keys, uniques, codes, i) for i in part],
                                  "estimate")
             continue
         try:
@@ -102,7 +102,7 @@ def _auto_local(model, cluster, cfg, coded: tuple, todo, schema, chunk_size: int
             warnings.warn(f"sweep: the vectorized engine failed on {len(part)} points ({type(err).__name__}: "
                           f"{err}); they are evaluated one by one", RuntimeWarning, stacklevel=2)
             cache.clear()
-            yield evaluate_chunk(model, cluster, cfg, [{k: uniques[k][codes[k][i]] for k in keys} for i in part],
+            yield evaluate_chunk(model, cluster, cfg, [point_at(keys, uniques, codes, i) for i in part],
                                  "estimate")
 
 
@@ -196,7 +196,7 @@ def sweep(model, cluster, cfg, grid: dict[str, list], engine: str = "auto", clie
     import pyarrow as pa
 
     from simtrain.search.sweep_store import SweepStore, sweep_schema
-    from simtrain.search.vector_rows import grid_codes, point_keys
+    from simtrain.search.vector_rows import grid_codes, point_at, point_keys
     if out is not None and not isinstance(out, (str, os.PathLike)):
         raise SpecError.one(None, "out", f"must be a path to a .parquet or .csv file, got {type(out).__name__}")
     grid = check_grid(grid)
@@ -216,7 +216,7 @@ def sweep(model, cluster, cfg, grid: dict[str, list], engine: str = "auto", clie
     if engine == "auto" and client is None:
         runs = _auto_local(model, cluster, cfg, coded, todo, schema, chunk_size, keys)
     else:
-        points = [{k: uniques[k][codes[k][i]] for k in names} for i in todo]
+        points = [point_at(names, uniques, codes, i) for i in todo]
         runs = _runs(client, (model, cluster, cfg, engine), points, chunk_size)
     with progress_bar(len(keys), len(keys) - len(todo), progress) as bar, _Sink(store, schema) as sink, \
             contextlib.closing(runs):  # on Ctrl-C: cancel the Dask tasks in flight, write what finished

@@ -25,6 +25,7 @@ import numpy as np
 
 from simtrain.errors import SimtrainError, SpecError
 from simtrain.search.vector_core import MEMORY_TERMS
+from simtrain.search.vector_layouts import layout_of, layout_of_point
 
 __all__ = ["estimate_grid", "estimate_points", "estimate_codes", "LAYOUT_AXES", "SETTING_AXES"]
 
@@ -140,68 +141,6 @@ def _setting(model, cluster, fields: dict, tables: dict):
                     r.efficiency), None
 
 
-def _layout_scalar(model, cluster, base: dict, fields: dict):
-    """Validation of a point the vector path does not cover: the whole TrainConfig built."""
-    from simtrain.specs.train import TrainConfig
-    try:
-        cfg = TrainConfig.build(None, **{**base, **{k: v for k, v in fields.items() if k != "nodes"}})
-    except (SpecError, SimtrainError, ValueError) as err:
-        return None, str(err)
-    return _layout(model, cluster, cfg, {}, fields.get("nodes"), {})
-
-
-def _field_value(axis: str, value):
-    """(value as TrainConfig stores it, None) or (None, reason): the field's own validation (type,
-    bounds), which pydantic runs per field before the config-wide checks."""
-    from typing import Annotated
-
-    from pydantic import TypeAdapter, ValidationError
-
-    from simtrain.specs.train import TrainConfig
-    info = TrainConfig.model_fields[axis]
-    try:
-        kind = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
-        return TypeAdapter(kind).validate_python(value), None
-    except ValidationError as err:
-        return None, f"{axis}: {err.errors()[0]['msg']} (got {value!r})"
-
-
-def _layout(model, cluster, base_cfg, fields: dict, nodes, checked: dict):
-    """(numbers, None) for a layout that can run — (cluster, dp, cfg) — else (None, reason). The
-    config-wide checks are TrainConfig's own (``_local_problems``, run by its validator) on the base
-    config with the layout's fields, each validated once per value (``checked``)."""
-    from simtrain.parallel.partition import partition_blocks
-    from simtrain.specs.train import layout_problems, resolve_dp
-    update = {}
-    for axis, value in fields.items():
-        key = (axis, type(value), value)
-        if key not in checked:
-            checked[key] = _field_value(axis, value)
-        update[axis], reason = checked[key]
-        if reason:
-            return None, reason
-    target = cluster
-    if nodes is not None:  # the sweep's own check of a node count, once per value
-        from simtrain.search.sweep_rows import target_cluster
-        key = ("nodes", type(nodes), nodes)
-        if key not in checked:
-            try:
-                checked[key] = target_cluster(cluster, {"nodes": nodes}), None
-            except (SpecError, SimtrainError, ValueError, TypeError) as err:
-                checked[key] = None, str(err)
-        target, reason = checked[key]
-        if reason:
-            return None, reason
-    cfg = base_cfg.model_copy(update=update)
-    problems = cfg._local_problems() or layout_problems(cfg, target.devices_count, model)
-    if problems:
-        return None, "; ".join(problems)
-    chunks = cfg.pp * cfg.virtual_stages
-    if partition_blocks(model, chunks) is None:
-        return None, f"the model's {len(model.blocks)} blocks cannot fill pp × virtual_stages = {chunks} pipeline chunks"
-    dp, _ = resolve_dp(cfg, target.devices_count)
-    return (target, dp, cfg), None
-
 _OUTPUTS = ("step_time_s", "mfu", "hfu", "memory_bytes", "memory_reserved_bytes", "micro_batches", "compute_s",
             "recompute_s", "optimizer_s", "bubble_s", "comm_exposed_s", "interference_s", "idle_gaps_s")
 #: what the sweep's rows need besides (arrays kept with ``frame=False``, not DataFrame columns)
@@ -299,9 +238,9 @@ def _run(model, cluster, cfg, codes: dict, uniques: dict, n: int, frame: bool, b
             if f["virtual_stages"] > 1:
                 f["pipeline_schedule"] = "interleaved-1f1b"
     checked = cache.setdefault("checked", {})
-    layouts = [_cached(cache, "layouts", f, lambda f=f: _layout(
+    layouts = [_cached(cache, "layouts", f, lambda f=f: layout_of(
         facts_model, cluster, cfg, {k: v for k, v in f.items() if k != "nodes"}, f.get("nodes"), checked))
-        if covered else _layout_scalar(facts_model, cluster, base, f) for f in l_vals]
+        if covered else layout_of_point(facts_model, cluster, base, f) for f in l_vals]
     tables = cache.setdefault("tables", {})
     settings = [_cached(cache, "settings", f, lambda f=f: _setting(model, cluster, {**base, **f}, tables))
                 if covered else ("scalar", None) for f in s_vals]

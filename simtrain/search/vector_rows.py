@@ -38,7 +38,7 @@ from simtrain.search.sweep_rows import RESULT_COLUMNS, _canonical, _plain
 from simtrain.search.vector import PATHS, _run
 from simtrain.search.vector_core import MEMORY_TERMS
 
-__all__ = ["auto_table", "auto_rows", "grid_codes", "point_keys"]
+__all__ = ["auto_table", "auto_rows", "grid_codes", "point_keys", "point_at"]
 
 _BOTTLENECKS = np.array(["compute", "memory_bandwidth", "communication", "data", "bubble"], dtype=object)
 #: breakdown parts the vectorized path computes (the others are 0 on every point it covers: no data
@@ -76,7 +76,8 @@ def point_keys(keys: list[str], uniques: dict, codes: dict | None = None) -> lis
     return [sha(("{" + ", ".join(row) + "}").encode()).hexdigest()[:16] for row in rows]
 
 
-def _point(keys, uniques, codes, i: int) -> dict:
+def point_at(keys, uniques, codes, i: int) -> dict:
+    """Point ``i`` of coded columns as the ``{key: value}`` dict the scalar engines take."""
     return {k: uniques[k][codes[k][i]] for k in keys}
 
 
@@ -240,7 +241,7 @@ def auto_table(model, cluster, cfg, keys: list[str], uniques: dict, codes: dict,
         vector = vector[finite]
     if len(vector):
         _vector_columns(cols, vector, out, model, cluster, out["gbs"][vector])
-    evaluate = lambda i: sweep_rows.evaluate_point(model, cluster, cfg, _point(keys, uniques, codes, i))  # noqa: E731
+    evaluate = lambda i: sweep_rows.evaluate_point(model, cluster, cfg, point_at(keys, uniques, codes, i))  # noqa: E731
     if out is not None:
         s_ok = np.array([s is not None for s, _ in out["settings"]])[out["s_inv"]]
         l_ok = np.array([lay is not None for lay, _ in out["layouts"]])[out["l_inv"]]
