@@ -28,7 +28,7 @@ from simtrain.parallel.memory_plan import stage_memories
 from simtrain.parallel.model_index import model_index
 from simtrain.parallel.partition import partition_blocks
 from simtrain.parallel.program import Layout, RankProgram, _OpCoster, stage_program
-from simtrain.parallel.schedule import pipeline_finish_s
+from simtrain.parallel.schedule import SPLIT_BACKWARD, pipeline_finish_s, rank_order, stage_chunks
 from simtrain.report.explain import bottleneck_of, comm_reports, compute_by_class, top_ops
 from simtrain.report.step_report import StepReport, full_load_watts
 from simtrain.resolve import Resolved, prepare_model, resolve
@@ -79,7 +79,7 @@ def program_of(r: Resolved, comm=None) -> RankProgram | list[str]:
     stages, same = [], {}
     idx = model_index(model)
     for s in range(cfg.pp):
-        blocks = tuple(b for c in range(s, len(chunks), cfg.pp) for b in chunks[c])
+        blocks = tuple(b for c in stage_chunks(s, cfg.pp, cfg.virtual_stages, cfg.pipeline_schedule) for b in chunks[c])
         key = idx.shape_key(blocks)
         if key in same:  # symmetric summary: a stage with the same ops costs the same
             stages.append(dataclasses.replace(same[key], stage=s, blocks=blocks))
@@ -115,10 +115,9 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     gradient sync and its optimizer step; the step ends with the last rank (whose numbers make the
     breakdown)."""
     lay, stages = program.layout, program.stages
-    m, v = lay.micro_batches, lay.v
+    m = lay.micro_batches
     if finish_s is None:
-        finish_s = pipeline_finish_s([st.forward_s / v for st in stages], [st.backward_s / v for st in stages], m,
-                                     cfg.pipeline_schedule, v, [st.sync_before_s for st in stages])
+        finish_s = schedule_finish_s(program, cfg.pipeline_schedule)
     waits = [_sync_wait_s(program.efficiency, lay, st) for st in stages]
     lines = [_realisation(program, st, f) for st, f in zip(stages, finish_s, strict=True)]
     ends = [f + w + st.sync_after_s + st.optimizer_s + sum(x.values())
@@ -127,7 +126,9 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     ender, slowest = stages[last], max(stages, key=lambda st: st.microbatch_s)
     busy_s = ends[last]
     data = (data or (lambda s: pipeline_times(cfg.data, cfg.global_batch_size / lay.dp, s, cluster.node)))(busy_s)
-    breakdown = {**_breakdown(ender, m, finish_s[last], waits[last]), "data_stall": data.stall_s, **lines[last]}
+    hidden = paired_hidden_s(program, cfg.pipeline_schedule, last)
+    breakdown = {**_breakdown(ender, m, finish_s[last], waits[last], hidden), "data_stall": data.stall_s,
+                 **lines[last]}
     step_s = data.iteration_s
     memories = stage_memories(model, cluster, cfg, program)
     peak_mem = max(memories, key=lambda mm: (mm.reserved_bytes, mm.total_bytes))
@@ -164,6 +165,27 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     return report
 
 
+def schedule_finish_s(program: RankProgram, schedule) -> tuple[float, ...]:
+    """When each pipeline rank ends its last task: the schedule's exact evaluation over the stages'
+    task seconds (``StageProgram.task_seconds``), each rank starting after its exposed sync."""
+    lay, stages = program.layout, program.stages
+    tasks = [st.task_seconds(lay.v) for st in stages]
+    other = {k: [t[k] for t in tasks] for k in ("I", "W", "Fo", "Bo")} if schedule in SPLIT_BACKWARD else None
+    return pipeline_finish_s([t["F"] for t in tasks], [t["B"] for t in tasks], lay.micro_batches, schedule, lay.v,
+                             [st.sync_before_s for st in stages], other)
+
+
+def paired_hidden_s(program: RankProgram, schedule, rank: int) -> float:
+    """Seconds of exposed communication rank ``rank``'s overlapped forward / backward pairs hide
+    (DualPipe: F + B − the pair), which the breakdown takes off ``comm_exposed``."""
+    if schedule not in SPLIT_BACKWARD or program.layout.pp == 1:
+        return 0.0
+    lay = program.layout
+    t = program.stages[rank].task_seconds(lay.v)
+    pairs = sum(kind == "Bo" for kind, _, _ in rank_order(rank, lay.pp, lay.micro_batches, schedule, lay.v))
+    return pairs * (t["F"] + t["B"] - t["Fo"] - t["Bo"])
+
+
 def _sync_wait_s(eff, lay: Layout, stage) -> float:
     """The stage's expected wait for the slowest of the job's ranks at its gradient sync: its own
     forward + backward (+ recompute) work scaled by the device's measured jitter
@@ -175,15 +197,16 @@ def _sync_wait_s(eff, lay: Layout, stage) -> float:
     return sync_wait_seconds(work_s, lay.dp * lay.tp * lay.pp * lay.cp, sigma)
 
 
-def _breakdown(ender, m: int, finish_s: float, wait_s: float) -> dict:
+def _breakdown(ender, m: int, finish_s: float, wait_s: float, paired_s: float = 0.0) -> dict:
     """The critical rank's step by part (data stall and realisation lines apart): the compute beside
     its overlapped collectives loses ``interference`` seconds, which ``CommTask.exposed_s`` charges,
-    so that part leaves ``comm_exposed`` for its own line."""
+    so that part leaves ``comm_exposed`` for its own line; ``paired_s``: what overlapped forward /
+    backward pairs hid of it (:func:`paired_hidden_s`)."""
     interference = interference_s(ender, m)
     return {"compute": m * (ender.fw_s + ender.bw_s), "recompute": m * ender.recompute_s,
             "comm_exposed": m * ender.exposed_comm_s() + ender.sync_before_s + ender.sync_after_s + wait_s
-            - interference,
-            "pipeline_bubble": max(0.0, finish_s - (ender.sync_before_s + m * ender.microbatch_s)),
+            - interference - paired_s,
+            "pipeline_bubble": max(0.0, finish_s - (ender.sync_before_s + m * ender.microbatch_s - paired_s)),
             "optimizer": ender.optimizer_s, "interference": interference}
 
 

@@ -107,6 +107,8 @@ class PipelineSchedule(_StrEnum):
     GPIPE = "gpipe"
     ONE_F_ONE_B = "1f1b"
     INTERLEAVED = "interleaved-1f1b"
+    ZB_H1 = "zb-h1"
+    DUALPIPE_V = "dualpipev"
 
 
 class Bottleneck(_StrEnum):

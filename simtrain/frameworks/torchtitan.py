@@ -37,8 +37,8 @@ TORCHTITAN_SETTINGS: tuple[Setting, ...] = (
        "on with the model compiled → the megatron-core preset's share (U); off → 0", "off", f"{_J}:357", "bool", False),
     _S("parallelism.pipeline_parallel_degree", "pp", "as is", "1", f"{_J}:360", "int", 1),
     _S("parallelism.pipeline_parallel_schedule", "pipeline_schedule, virtual_stages",
-       "1F1B → 1f1b, GPipe → gpipe; looped (Interleaved1F1B, LoopedBFS, ...) → interleaved-1f1b with 2 stages "
-       "per rank (zero-bubble ones noted)", "1F1B", f"{_J}:396; 2 per rank at torchtitan/distributed/"
+       "1F1B → 1f1b, GPipe → gpipe, DualPipeV → dualpipev; looped (Interleaved1F1B, LoopedBFS, ...) → "
+       "interleaved-1f1b with 2 stages per rank (the looped zero-bubble ones noted)", "1F1B", f"{_J}:396; 2 per rank at torchtitan/distributed/"
        "pipeline_parallel.py:114", "str", "1F1B"),
     _S("parallelism.pipeline_parallel_microbatch_size", "micro_batch_size", "with pp > 1: as is", "1",
        f"{_J}:412", "int", 1),

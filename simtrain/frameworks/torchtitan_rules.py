@@ -32,8 +32,9 @@ NOTED: dict[str, str] = {
 
 _SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved-1f1b",
               "LoopedBFS": "interleaved-1f1b", "InterleavedZeroBubble": "interleaved-1f1b",
-              "ZBVZeroBubble": "interleaved-1f1b", "DualPipeV": "interleaved-1f1b"}
-_ZERO_BUBBLE = ("InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV")
+              "ZBVZeroBubble": "interleaved-1f1b", "DualPipeV": "dualpipev"}
+_ZERO_BUBBLE = ("InterleavedZeroBubble", "ZBVZeroBubble")
+"""Looped zero-bubble schedules simtrain has no twin for (it has ZB-H1 with one stage per rank)."""
 _PARAM_DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 _FP8_CONVERTERS = ("float8", "quantize.linear.float8")
 _FP8_RECIPES = {None: "tensorwise", "tensorwise": "tensorwise", "rowwise": "rowwise", "rowwise_with_gw_hp": "rowwise"}
@@ -134,7 +135,7 @@ def _model_parallel(a: _Args) -> None:
                                                                 f"({', '.join(_SCHEDULES)})")
     schedule = _SCHEDULES[name] if a.c["pp"] > 1 else "1f1b"
     a.c["pipeline_schedule"] = schedule
-    a.c["virtual_stages"] = 2 if schedule == "interleaved-1f1b" else 1
+    a.c["virtual_stages"] = 2 if schedule in ("interleaved-1f1b", "dualpipev") else 1
     if name in _ZERO_BUBBLE and a.c["pp"] > 1:
         a.draft.ignore("parallelism.pipeline_parallel_schedule", f"{name}: the split weight-gradient pass is not "
                                                                  "modelled; costed as interleaved 1F1B")

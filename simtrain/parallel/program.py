@@ -88,6 +88,9 @@ class StageProgram:
     kernels: float = 0.0
     """Kernels one micro-batch launches on this stage (fw + bw + recompute): what a per-kernel gap
     costs (cost/realisation.py)."""
+    wgrad_s: float = 0.0
+    """Per micro-batch seconds of the weight-gradient half of ``bw_s`` (the W task of a split
+    schedule: parallel/schedule.py ``SPLIT_BACKWARD``)."""
 
     def exposed_comm_s(self, phase: str | None = None) -> float:
         return sum(t.exposed_s for t in self.comm if phase is None or t.phase == phase)
@@ -106,6 +109,25 @@ class StageProgram:
     def backward_s(self) -> float:
         """Seconds of one micro-batch's backward (+ recomputation) on this stage, sends included."""
         return self.bw_s + self.recompute_s + self.exposed_comm_s("bw") + self.exposed_comm_s("recompute")
+
+    def compute_side_s(self, phases: tuple[str, ...]) -> float:
+        """Compute seconds of the phases with the interference their hidden collectives cost (pp
+        sends apart: a send's interference is part of its own blocking time, sim/recipe.py)."""
+        own = {"fw": self.fw_s, "bw": self.bw_s, "recompute": self.recompute_s}
+        hidden = sum(t.slowdown * min(t.total_s, t.overlap_s) for t in self.comm
+                     if t.phase in phases and t.axis != "pp")
+        return sum(own[ph] for ph in phases) + hidden
+
+    def task_seconds(self, v: int) -> dict[str, float]:
+        """Seconds of one chunk's task of each kind (parallel/schedule.py ``TASK_KINDS``): F and B as
+        the schedules without a split run them; I = B − W and W (``wgrad_s``) where the backward is
+        split; an overlapped forward / backward pair (Fo then Bo) takes max(the two computes, the two
+        exposed communications) — DeepSeek-V3 §3.2.1: the all-to-all and pipeline sends of one hide
+        behind the other's compute."""
+        f, b, w = self.forward_s / v, self.backward_s / v, self.wgrad_s / v
+        fc, bc = self.compute_side_s(("fw",)) / v, self.compute_side_s(("bw", "recompute")) / v
+        pair = max(fc + bc, (f - fc) + (b - bc))
+        return {"F": f, "B": b, "I": b - w, "W": w, "Fo": fc, "Bo": pair - fc}
 
     @functools.cached_property
     def sync_before_s(self) -> float:
@@ -239,7 +261,7 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
     its stack is ``cfg.stack``)."""
     reg, stack = coster.reg, cfg.stack
     items = model_index(model).items(blocks)
-    fw, bw, rc, fwf, bwf, rcf, mem, fwk, bwk, rck, times = stage_compute(items, cfg, coster)
+    fw, bw, rc, fwf, bwf, rcf, mem, fwk, bwk, rck, times, wg = stage_compute(items, cfg, coster)
     pm = _param_memory(model, blocks, items, cfg, lay, reg)
     mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks), fw, bw + rc,
                               pm, len(blocks))
@@ -256,14 +278,15 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
     dp_comm = step_comm(pm, cfg, lay, reg, comm, (fw + exp_fw) / lay.v, (bw + rc + exp_bw) / lay.v, gathers / lay.v)
     opt_s = _optimizer_seconds(pm.trainable_count, items, cfg, lay, reg, coster)
     return StageProgram(stage, blocks, fw, bw, rc, fwf, bwf, rcf, mb_comm, dp_comm, opt_s, pm, mem, tuple(times),
-                        fwk + bwk + rck)
+                        fwk + bwk + rck, wg)
 
 
 def stage_compute(items, cfg: TrainConfig, coster: _OpCoster) -> tuple:
     """Per-micro-batch compute of ``items`` (model_index items): seconds fw / bw / recompute, their
-    FLOPs, memory-bound seconds, kernel counts and the per-op times — Σ count × op cost (the
+    FLOPs, memory-bound seconds, kernel counts, the per-op times and the weight-gradient seconds
+    (part of bw) — Σ count × op cost (the
     vectorized estimate, search/vector_core.py, calls it per block, so both paths share this rule)."""
-    fw = bw = rc = fwf = bwf = rcf = mem = fwk = bwk = rck = 0.0
+    fw = bw = rc = fwf = bwf = rcf = mem = fwk = bwk = rck = wg = 0.0
     times = []
     skip = early_stop_skips(cfg, coster.model)
     for op, n, repeated, name in items:
@@ -271,12 +294,12 @@ def stage_compute(items, cfg: TrainConfig, coster: _OpCoster) -> tuple:
         share = 0.0 if op.name in skip else _recompute_share(op, cfg, repeated, coster.model)
         fw, bw, fwf, bwf, mem = fw + n * c.fw_s, bw + n * c.bw_s, fwf + n * c.fw_flops, bwf + n * c.bw_flops, \
             mem + n * c.memory_bound_s
-        fwk, bwk = fwk + n * c.fw_kernels, bwk + n * c.bw_kernels
+        fwk, bwk, wg = fwk + n * c.fw_kernels, bwk + n * c.bw_kernels, wg + n * c.wgrad_s
         again = (recomputed_count(n, cfg) if str(cfg.recompute) == "full" else n) if share else 0
         r = again * share  # a fused projection re-runs part of its matmuls: that share of its time and FLOPs
         rc, rcf, rck = rc + r * c.fw_s, rcf + r * c.fw_flops, rck + again * c.fw_kernels
         times.append((name if n > 1 else op.name, op.kind, n * (c.fw_s + c.bw_s) + r * c.fw_s, str(op.op_class)))
-    return fw, bw, rc, fwf, bwf, rcf, mem, fwk, bwk, rck, times
+    return fw, bw, rc, fwf, bwf, rcf, mem, fwk, bwk, rck, times, wg
 
 
 def host_bound_s(gpu_s: float, kernels: float, stack: Stack, beside_s: float = 0.0) -> float:

@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from simtrain.errors import SimtrainError, SpecError
+from simtrain.parallel.schedule import SPLIT_BACKWARD
 from simtrain.search.vector_core import MEMORY_TERMS
 from simtrain.search.vector_layouts import layout_of, layout_of_point
 
@@ -251,6 +252,10 @@ def _run(model, cluster, cfg, codes: dict, uniques: dict, n: int, frame: bool, b
     reasons = np.array([r for _, r in layouts] + [r for _, r in settings] + [OOM_REASON, ""], dtype=object)
     l_ok = np.array([lay is not None for lay, _ in layouts])[l_inv]
     s_state = np.array([0 if s is None else (1 if isinstance(s, str) else 2) for s, _ in settings])[s_inv]
+    # a split backward (zb-h1, dualpipev) runs task kinds the factored core does not cost: point by point
+    split = np.array([lay is not None and lay[2].pipeline_schedule in SPLIT_BACKWARD for lay, _ in layouts],
+                     dtype=bool)[l_inv]
+    s_state = np.where(split & (s_state == 2), 1, s_state)
     why = np.where(~l_ok, l_inv, len(layouts) + s_inv)
     scalar_idx = np.flatnonzero(l_ok & (s_state == 1))
     vector = np.flatnonzero(l_ok & (s_state == 2))

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simtrain.errors import SimtrainError
 from simtrain.glossary import PipelineSchedule
-from simtrain.parallel.schedule import rank_order
+from simtrain.parallel.schedule import TASK_KINDS, task_walk
 
 __all__ = ["pipeline_finish_many", "TaskGraph", "task_graph"]
 
@@ -41,60 +40,17 @@ class TaskGraph:
     dep: np.ndarray
     """Row of the task whose output it needs (or the zero row)."""
     col: np.ndarray
-    """Duration row: r for a forward on rank r, p + r for a backward."""
+    """Duration row: kind index × p + r (``schedule.TASK_KINDS``: r for a forward on rank r, p + r
+    for a full backward, …)."""
     last_of_rank: np.ndarray
     """Row holding each rank's last end time (its last backward)."""
-
-
-def _walk(p: int, m: int, schedule: PipelineSchedule, v: int):
-    """(duration row, previous row, input row, level) per task, in an order where every task follows
-    its predecessors — the traversal of ``schedule._finish``, with task ids for times."""
-    chunks = p * v
-    orders = [rank_order(r, p, m, schedule, v) for r in range(p)]
-    total = sum(len(o) for o in orders)
-    zero_row = total + p
-    f_end = [[None] * m for _ in range(chunks)]
-    b_end = [[None] * m for _ in range(chunks)]
-    ptr, free = [0] * p, [total + r for r in range(p)]
-    cols, prevs, deps, lv = [], [], [], [0] * (total + p + 1)
-    remaining, t = total, 0
-    while remaining:
-        moved = 0
-        for r in range(p):
-            order, i, n = orders[r], ptr[r], len(orders[r])
-            while i < n:
-                kind, c, mb = order[i]
-                if kind == "F":
-                    dep = zero_row if c == 0 else f_end[c - 1][mb]
-                    if dep is None:
-                        break
-                    f_end[c][mb] = t
-                    cols.append(r)
-                else:
-                    dep = f_end[c][mb] if c == chunks - 1 else b_end[c + 1][mb]
-                    if dep is None:
-                        break
-                    b_end[c][mb] = t
-                    cols.append(p + r)
-                prev = free[r]
-                prevs.append(prev)
-                deps.append(dep)
-                lv[t] = 1 + (lv[prev] if lv[prev] > lv[dep] else lv[dep])
-                free[r] = t
-                t += 1
-                i += 1
-            moved += i - ptr[r]
-            ptr[r] = i
-        if not moved:
-            raise SimtrainError(f"pipeline schedule {schedule.value} deadlocks (p={p}, m={m}, v={v})")
-        remaining -= moved
-    return cols, prevs, deps, lv[:total], free
 
 
 @functools.lru_cache(maxsize=64)
 def task_graph(p: int, m: int, schedule: PipelineSchedule, v: int) -> TaskGraph:
     """The wavefront-numbered task graph of one pipeline structure (cached)."""
-    cols, prevs, deps, lv, free = _walk(p, m, PipelineSchedule(schedule), v)
+    walk = task_walk(p, m, PipelineSchedule(schedule), v)
+    cols, prevs, deps, lv, free = walk.cols, walk.prevs, walk.deps, walk.levels, walk.last
     n = len(cols)
     level = np.array(lv, dtype=np.int64)
     order = np.argsort(level, kind="stable")  # new row of task order[j] is j
@@ -107,10 +63,11 @@ def task_graph(p: int, m: int, schedule: PipelineSchedule, v: int) -> TaskGraph:
 
 
 def pipeline_finish_many(fw_s: np.ndarray, bw_s: np.ndarray, m: int, schedule, v: int,
-                         start_s: np.ndarray) -> np.ndarray:
-    """When each rank ends its last backward, for N configurations of one structure: ``fw_s``,
-    ``bw_s``, ``start_s`` are (N, p) arrays (one chunk's forward / backward task on rank r, the rank's
-    start); returns (N, p). Same values as ``pipeline_finish_s`` row by row."""
+                         start_s: np.ndarray, other: dict | None = None) -> np.ndarray:
+    """When each rank ends its last task, for N configurations of one structure: ``fw_s``,
+    ``bw_s``, ``start_s`` are (N, p) arrays (one chunk's forward / full backward task on rank r, the
+    rank's start); ``other``: {kind: (N, p)} of a split schedule's other task kinds. Returns (N, p).
+    Same values as ``pipeline_finish_s`` row by row."""
     n, p = fw_s.shape
     if p == 1:  # no pipeline: the micro-batches back to back (schedule._finish)
         return start_s + m * v * (fw_s + bw_s)
@@ -119,16 +76,17 @@ def pipeline_finish_many(fw_s: np.ndarray, bw_s: np.ndarray, m: int, schedule, v
     step = max(1, _MAX_CELLS // (graph.tasks + p + 1))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
-        out[lo:hi] = _evaluate(graph, fw_s[lo:hi], bw_s[lo:hi], start_s[lo:hi])
+        rest = [(other or {}).get(k, np.zeros_like(fw_s))[lo:hi] for k in TASK_KINDS[2:]]
+        out[lo:hi] = _evaluate(graph, [fw_s[lo:hi], bw_s[lo:hi], *rest], start_s[lo:hi])
     return out
 
 
-def _evaluate(graph: TaskGraph, fw_s, bw_s, start_s) -> np.ndarray:
+def _evaluate(graph: TaskGraph, durations: list, start_s) -> np.ndarray:
     p, t = graph.p, graph.tasks
-    end = np.empty((t + p + 1, fw_s.shape[0]))  # rows: tasks, starts, zero — one column per configuration
+    end = np.empty((t + p + 1, start_s.shape[0]))  # rows: tasks, starts, zero — one column per configuration
     end[t:t + p] = start_s.T
     end[t + p] = 0.0
-    dur = np.concatenate([fw_s.T, bw_s.T])  # rows 0..p-1 forward of rank r, p..2p-1 backward
+    dur = np.concatenate([d.T for d in durations])  # rows kind · p + r (schedule.TASK_KINDS)
     prev, dep, col, b = graph.prev, graph.dep, graph.col, graph.bounds
     for lo, hi in zip(b[:-1], b[1:], strict=True):
         end[lo:hi] = np.maximum(end[prev[lo:hi]], end[dep[lo:hi]]) + dur[col[lo:hi]]

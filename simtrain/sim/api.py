@@ -59,10 +59,12 @@ def chunk_ops(r, program) -> tuple:
     as (name, forward s, backward + recomputation s) per micro-batch on one rank: the cost layer's
     seconds for each op (parallel/program.py ``_OpCoster``, the recomputation share of
     ``stage_compute``), for ``granularity="op"``."""
+    from simtrain.glossary import PipelineSchedule
     from simtrain.parallel.model_index import REPEATED_BLOCK
     from simtrain.parallel.partition import partition_blocks
     from simtrain.parallel.program import _OpCoster, _recompute_share
     from simtrain.parallel.recompute import early_stop_skips, recomputed_blocks
+    from simtrain.parallel.schedule import chunk_rank
     model, cfg, lay = r.model, r.cfg, program.layout
     coster = _OpCoster(r.cluster, r.regime, lay, cfg.sequence_parallel, model, cfg.moe_load_imbalance, r.stack,
                        r.efficiency)
@@ -71,11 +73,12 @@ def chunk_ops(r, program) -> tuple:
     full = str(cfg.recompute) == "full"
     dropped = [recomputed_blocks(st.blocks, cfg) for st in program.stages] if full else None
     out = []
+    sched = PipelineSchedule(cfg.pipeline_schedule)
     chunks = partition_blocks(model, lay.pp * lay.v, cfg.first_stage_layers, cfg.last_stage_layers)
     for chunk, blocks in enumerate(chunks):
         ops = []
         for b in blocks:
-            repeated = bool(REPEATED_BLOCK.match(b)) and (not full or b in dropped[chunk % lay.pp])
+            repeated = bool(REPEATED_BLOCK.match(b)) and (not full or b in dropped[chunk_rank(chunk, lay.pp, sched)])
             for op in model.block_ops(b):
                 c = coster(op)
                 share = 0.0 if op.name in skip else _recompute_share(op, cfg, repeated, model)

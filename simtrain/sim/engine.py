@@ -31,7 +31,15 @@ from dataclasses import dataclass, replace
 import simpy
 
 from simtrain.glossary import PipelineSchedule
-from simtrain.parallel.schedule import in_flight_microbatches, rank_order
+from simtrain.parallel.schedule import (
+    SPLIT_BACKWARD,
+    frees_activations,
+    in_flight_microbatches,
+    is_backward,
+    is_forward,
+    rank_order,
+    stage_chunks,
+)
 from simtrain.sim.links import SharedLink
 from simtrain.sim.recipe import Segment, stage_recipes, step_sync
 from simtrain.sim.trace import Flow, Timeline, TimelineEvent
@@ -97,8 +105,10 @@ class _Pipeline:
         self.env, self.opts, self.schedule = simpy.Environment(), opts, PipelineSchedule(schedule)
         self.p, self.v, self.m, self.stages = lay.pp, lay.v, lay.micro_batches, program.stages
         self.last = self.p * self.v - 1
+        split = self.schedule in SPLIT_BACKWARD and self.p > 1
         self.recipes = [stage_recipes(st, self.v, opts.granularity,
-                                      {c: opts.chunk_ops[c] for c in range(r, len(opts.chunk_ops), self.p)})
+                                      {c: opts.chunk_ops[c] for c in stage_chunks(r, self.p, self.v, self.schedule)
+                                       if c < len(opts.chunk_ops)}, split)
                         for r, st in enumerate(self.stages)]
         self.syncs = [step_sync(st, opts.bucket_bytes) for st in self.stages]
         self.speed = tuple(opts.speed) if opts.speed else (1.0,) * self.p
@@ -135,8 +145,11 @@ class _Pipeline:
                                else TimelineEvent(name, r, lane, start, dur, args))
 
     def _input(self, kind: str, c: int, mb: int) -> tuple[str, int, int] | None:
-        if kind == "F":
+        """The completion a task waits for: ("F" | "B", chunk, micro-batch) — a W its own chunk's I."""
+        if is_forward(kind):
             return ("F", c - 1, mb) if c > 0 else None
+        if kind == "W":
+            return ("B", c, mb)
         return ("F", c, mb) if c == self.last else ("B", c + 1, mb)
 
     def _ended(self, key) -> float | None:
@@ -150,6 +163,9 @@ class _Pipeline:
         return ev
 
     def _done(self, kind: str, c: int, mb: int) -> None:
+        if not (is_forward(kind) or is_backward(kind)):
+            return  # a weight pass: nothing waits for it
+        kind = "F" if is_forward(kind) else "B"
         (self.f_end if kind == "F" else self.b_end)[c * self.stride + mb] = self.env.now
         ev = self.waiters.pop((kind, c, mb), None)
         if ev is not None:
@@ -157,16 +173,17 @@ class _Pipeline:
 
     def _flow_in(self, r: int, kind: str, c: int, mb: int, key) -> None:
         """The arrow from the send that fed this task (when the input came from another rank)."""
-        if not self.opts.trace or key is None or key[0] != kind:
+        want = "F" if is_forward(kind) else "B"
+        if not self.opts.trace or key is None or key[0] != want or kind == "W":
             return
         src = self.sent.pop(key, None)
         if src is not None:
-            lane = "pp fw send" if kind == "F" else "pp bw send"
+            lane = "pp fw send" if want == "F" else "pp bw send"
             self.flows.append(Flow(f"{kind} mb{mb} c{key[1]}→c{c}", src[0], lane, src[1], r, "compute", self.env.now))
 
     # --- one task --------------------------------------------------------------------------------
     def _real_send(self, kind: str, c: int) -> bool:
-        return c < self.last if kind == "F" else c > 0
+        return c < self.last if is_forward(kind) else c > 0
 
     def _nominal_s(self, r: int, kind: str) -> float:
         """Uncontended seconds of the blocking part of a task (send included) on rank r."""
@@ -214,8 +231,8 @@ class _Pipeline:
             t += d
         if rec.send is not None:
             if self._real_send(kind, c) and self.opts.trace:
-                self.sent[(kind, c, mb)] = (r, t)
-                self._record(rec.send.name.format(dir=kind.lower() + "w", chunk=c), r, rec.send.lane, t,
+                self.sent[("F" if is_forward(kind) else "B", c, mb)] = (r, t)
+                self._record(rec.send.name.format(dir=kind[0].lower() + "w", chunk=c), r, rec.send.lane, t,
                              rec.send.seconds, {"micro_batch": mb, "bytes": rec.send.bytes})
             t += rec.send.seconds
         end = t
@@ -266,8 +283,8 @@ class _Pipeline:
         if rec.send is not None:
             real = self._real_send(kind, c)
             if real and self.opts.trace:
-                self.sent[(kind, c, mb)] = (r, self.env.now)
-            name = rec.send.name.format(dir=kind.lower() + "w", chunk=c)
+                self.sent[("F" if is_forward(kind) else "B", c, mb)] = (r, self.env.now)
+            name = rec.send.name.format(dir=kind[0].lower() + "w", chunk=c)
             if real:
                 yield from self._segment(r, rec.send, name, {"micro_batch": mb, "bytes": rec.send.bytes})
             else:  # the estimate counts the send in every task: the time passes, nothing is sent
@@ -307,10 +324,10 @@ class _Pipeline:
         last_i, mem = len(order) - 1, self.memory[r]
         for i, (kind, c, mb) in enumerate(order):
             extra = sync.before_hidden if i == 0 else (sync.after_hidden if i == last_i else ())
-            if kind == "F":
+            if is_forward(kind):
                 mem.alloc()
             yield from self._task(r, kind, c, mb, extra)
-            if kind == "B":
+            if frees_activations(kind):
                 mem.free()
             self._done(kind, c, mb)
         self.finish[r] = self.env.now

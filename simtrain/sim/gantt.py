@@ -7,19 +7,21 @@ from pathlib import Path
 __all__ = ["gantt_png", "slice_colour"]
 
 _COLOURS = {"F": "#4C72B0", "B": "#55A868", "recompute": "#DD8452", "optimizer": "#8172B3",
-            "comm": "#C44E52", "other": "#999999"}
+            "comm": "#C44E52", "other": "#999999", "I": "#8FD19E", "W": "#2E6B3A", "Fo": "#64B5CD", "Bo": "#3B8F63"}
+"""Split schedules (parallel/schedule.py ``TASK_KINDS``): input-gradient backward light green, weight
+pass dark green; an overlapped pair's forward light blue, its backward teal."""
 
 
 def slice_colour(name: str, lane: str) -> str:
     """Forward blue, backward green, recomputation orange, optimizer purple, communication red (a
-    step prefix "s3 " or "s3 eval " is skipped)."""
+    step prefix "s3 " or "s3 eval " is skipped); the split schedules' kinds their own shades."""
     if lane != "compute":
         return _COLOURS["comm"]
     words = name.split()
     if "recompute" in words:
         return _COLOURS["recompute"]
     for word in words:
-        if word in ("F", "B", "optimizer"):
+        if word in ("F", "B", "I", "W", "Fo", "Bo", "optimizer"):
             return _COLOURS[word]
     return _COLOURS["other"]
 
@@ -47,7 +49,10 @@ def gantt_png(timeline, path: Path, lanes: tuple[str, ...], dpi: int) -> Path:
     ax.set_yticklabels([f"rank {r}" if len(lanes) == 1 else f"rank {r} {ln}" for r, ln in rows])
     ax.invert_yaxis()
     ax.set_xlabel("time (ms)")
-    ax.set_title("simulated step (blue forward, green backward, orange recompute, purple optimizer)")
+    kinds = {w for e in timeline.events if e.lane == "compute" for w in e.name.split()[:3]}
+    split = ", light green input-grad, dark green weight-grad" if kinds & {"I", "W"} else ""
+    paired = ", light blue / teal overlapped F&B" if kinds & {"Fo", "Bo"} else ""
+    ax.set_title(f"simulated step (blue forward, green backward{split}{paired}, orange recompute, purple optimizer)")
     fig.tight_layout()
     fig.savefig(path, dpi=dpi, format=Path(path).suffix.lstrip(".").lower() or "png")
     plt.close(fig)

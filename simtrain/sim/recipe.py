@@ -25,7 +25,7 @@ proportion), then the exposed collectives on their streams.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["Segment", "TaskRecipe", "StepSync", "stage_recipes", "step_sync", "COMM_AXES"]
 
@@ -124,12 +124,14 @@ def _op_slices(ops, phase: int, total_s: float) -> list[tuple[str, float]]:
     return [("{task} " + name, s * scale) for name, s in seq]
 
 
-def stage_recipes(stage, v: int, granularity: str = "chunk", chunk_ops: dict | None = None) -> dict:
+def stage_recipes(stage, v: int, granularity: str = "chunk", chunk_ops: dict | None = None,
+                  split: bool = False) -> dict:
     """{"F": forward task, "B": backward task} of one chunk of ``stage`` (names filled per task).
     A backward's recomputation is its own slice per layer with ``granularity="layer"``; per chunk it
     is part of the task's one compute slice (one slice per task, as trace consumers expect). With
     ``granularity="op"`` also {("F", c), ("B", c)} per global chunk c of ``chunk_ops`` (its ops as
-    (name, forward s, backward + recomputation s)): one slice per op."""
+    (name, forward s, backward + recomputation s)): one slice per op. ``split`` (a schedule that
+    splits the backward) adds the I, W, Fo and Bo tasks (:func:`split_recipes`)."""
     layers = max(1, math.ceil(len(stage.blocks) / v)) if granularity == "layer" else 1
     out: dict = {}
     for kind, phases in (("F", ("fw",)), ("B", ("bw", "recompute"))):
@@ -150,7 +152,40 @@ def stage_recipes(stage, v: int, granularity: str = "chunk", chunk_ops: dict | N
             for c, ops in (chunk_ops or {}).items():
                 out[(kind, c)] = TaskRecipe(_blocking(_op_slices(ops, 1 if kind == "F" else 2, total), exposed, 1),
                                             hidden, seg)
+    if split:
+        out.update(split_recipes(stage, v, out["F"], out["B"]))
     return out
+
+
+def _as_hidden(rec: TaskRecipe) -> tuple[Segment, ...]:
+    """A task's collectives and send moved beside its compute (an overlapped pair hides them)."""
+    comm = [Segment(f"{seg.lane} (paired)", seg.name.replace(" {task}", "").replace("{task}", "collective"),
+                    seg.seconds, seg.axis, seg.bytes) for seg in rec.blocking if seg.axis is not None]
+    if rec.send is not None:
+        comm.append(Segment(f"{rec.send.lane} (paired)", "pp send (paired)", rec.send.seconds, "pp", rec.send.bytes))
+    return rec.hidden + tuple(comm)
+
+
+def split_recipes(stage, v: int, forward: TaskRecipe, backward: TaskRecipe) -> dict:
+    """The split schedules' tasks (parallel/schedule.py ``TASK_KINDS``), each as long as
+    ``StageProgram.task_seconds`` says: I, the backward less its weight-gradient compute; W, that
+    compute; Fo / Bo, an overlapped forward / backward pair: each its compute, the collectives and
+    sends of both beside it, and what of them the two computes cannot cover at the pair's end."""
+    t = stage.task_seconds(v)
+    w = t["W"]
+    # the backward's compute slices (not its recomputation) lose the weight-gradient share, evenly
+    grads = [seg for seg in backward.blocking if seg.axis is None and "recompute" not in seg.name]
+    total = sum(seg.seconds for seg in grads)
+    keep = (total - w) / total if total > 0 else 0.0
+    i_blocking = tuple(replace(seg, seconds=seg.seconds * keep) if seg in grads else seg for seg in backward.blocking)
+    excess = t["Bo"] - stage.compute_side_s(("bw", "recompute")) / v
+    paired = (Segment("compute", "{task}", t["Fo"]),)
+    b_paired = (Segment("compute", "{task}", stage.compute_side_s(("bw", "recompute")) / v),) + (
+        (Segment("compute", "{task} (pair's communication)", excess),) if excess > 0 else ())
+    return {"I": TaskRecipe(i_blocking, backward.hidden, backward.send),
+            "W": TaskRecipe((Segment("compute", "{task}", w),), (), None),
+            "Fo": TaskRecipe(paired, _as_hidden(forward), None),
+            "Bo": TaskRecipe(b_paired, _as_hidden(backward), None)}
 
 
 def _buckets(total_bytes: float, bucket_bytes: float) -> int:

@@ -228,13 +228,23 @@ class TrainConfig(Spec):
 
     def _schedule_problems(self) -> list[str]:
         out = []
-        if self.pipeline_schedule is PipelineSchedule.INTERLEAVED:
+        schedule = self.pipeline_schedule
+        if schedule is PipelineSchedule.INTERLEAVED:
             if self.pp < 2:
                 out.append("pipeline_schedule 'interleaved-1f1b' needs pp >= 2")
             if self.virtual_stages < 2:
                 out.append("pipeline_schedule 'interleaved-1f1b' needs virtual_stages >= 2")
+        elif schedule is PipelineSchedule.DUALPIPE_V:
+            if self.pp < 2:
+                out.append("pipeline_schedule 'dualpipev' needs pp >= 2")
+            if self.virtual_stages != 2:
+                out.append(f"pipeline_schedule 'dualpipev' runs two chunks per rank (a V): set virtual_stages=2, "
+                           f"got {self.virtual_stages}")
         elif self.virtual_stages != 1:
-            out.append(f"virtual_stages={self.virtual_stages} needs pipeline_schedule 'interleaved-1f1b'")
+            out.append(f"virtual_stages={self.virtual_stages} needs pipeline_schedule 'interleaved-1f1b' "
+                       "(or 2 with 'dualpipev')")
+        if schedule is PipelineSchedule.ZB_H1 and self.pp < 2:
+            out.append("pipeline_schedule 'zb-h1' needs pp >= 2")
         return out
 
     @property
@@ -318,6 +328,20 @@ def _stage_layer_problems(cfg: TrainConfig, layers: int | None) -> list[str]:
     return []
 
 
+def _micro_batch_problems(cfg: TrainConfig, devices_count: int) -> list[str]:
+    """DualPipeV needs at least 2 × pp micro-batches per step (its order fills both arms of the V)."""
+    if cfg.pipeline_schedule is not PipelineSchedule.DUALPIPE_V:
+        return []
+    dp, reasons = resolve_dp(cfg, devices_count)
+    if reasons or not dp:
+        return []
+    m = cfg.global_batch_size // dp // cfg.micro_batch_size
+    if m < 2 * cfg.pp:
+        return [f"pipeline_schedule 'dualpipev' needs at least 2 × pp = {2 * cfg.pp} micro-batches per step, got "
+                f"{m} (global_batch_size {cfg.global_batch_size} / dp {dp} / micro_batch_size {cfg.micro_batch_size})"]
+    return []
+
+
 def layout_problems(cfg: TrainConfig, devices_count: int, model=None) -> list[str]:
     """Every reason the layout cannot run on ``devices_count`` devices for ``model`` (empty = fine).
 
@@ -325,6 +349,7 @@ def layout_problems(cfg: TrainConfig, devices_count: int, model=None) -> list[st
     so this module does not depend on the graph package.
     """
     _, reasons = resolve_dp(cfg, devices_count)
+    reasons += _micro_batch_problems(cfg, devices_count)
     if model is None:
         return reasons
     facts = model.layout_facts()

@@ -248,7 +248,7 @@ def _layout(c, n: int, facts: dict, seq: int, min_dp: int = 1, schedule: str | N
            and (not kv or kv == heads or kv % t == 0 or t % kv == 0) and n // t >= min_dp * min_pp]
     tp = c.choice(tps)
     pps = [p for p in _divisors(n // tp) if min_pp <= p <= min(blocks, 8) and n // tp // p >= min_dp
-           and (schedule != "interleaved-1f1b" or 2 * p <= blocks)]
+           and (schedule not in ("interleaved-1f1b", "dualpipev") or 2 * p <= blocks)]
     pp = c.choice(pps)
     cps = [k for k in _divisors(n // tp // pp) if k <= 4 and seq % (2 * k) == 0 and n // tp // pp // k >= min_dp]
     cp = c.choice(cps) if c.integer(0, 2) == 0 else 1
@@ -262,6 +262,8 @@ def _layout(c, n: int, facts: dict, seq: int, min_dp: int = 1, schedule: str | N
         vs = [v for v in (2, 3, 4) if pp * v <= blocks]
         if sched == "interleaved-1f1b" and vs:
             out.update(pipeline_schedule=sched, virtual_stages=c.choice(vs))
+        elif sched == "dualpipev":
+            out.update(pipeline_schedule=sched, virtual_stages=2)
         elif sched != "interleaved-1f1b":
             out["pipeline_schedule"] = sched
     if tp > 1 and seq % tp == 0 and c.boolean():
@@ -315,6 +317,8 @@ def random_case(c, *, min_dp: int = 1, min_layers: int = 1, schedule: str | None
     fields: dict[str, Any] = _layout(c, cluster.devices_count, facts, seq, min_dp, schedule)
     mb = c.choice((1, 1, 2, 4, 8))
     m = c.choice(micro_batches)
+    if fields.get("pipeline_schedule") == "dualpipev":  # its order needs 2 micro-batches per stage
+        m = max(m, 2 * fields["pp"])
     fields.update(micro_batch_size=mb, global_batch_size=mb * m * fields["dp"], seq_len=seq,
                   precision=c.choice(_precisions(cluster.device)))
     fields.update(_recompute(c, layers_))

@@ -91,6 +91,7 @@ def test_c_mfu_and_hfu_at_most_one(case):
     ("gpipe", (1, 2, 3, 4, 6, 8)), ("1f1b", (1, 2, 3, 4, 6, 8)),
     ("interleaved-1f1b", (1, 2, 3)),        # fewer micro-batches than stages (p ≥ 2 … 8)
     ("interleaved-1f1b", (4, 5, 6, 8, 9)),  # as many or more, with and without a remainder of p
+    ("zb-h1", (1, 2, 3, 4, 6, 8)), ("dualpipev", (1, 4, 9)),  # dualpipev: at least 2p (strategies.py)
 ])
 def test_d_estimate_equals_simulate_for_every_schedule(schedule, micro_batches):
     @_settings(30)
@@ -120,7 +121,7 @@ def test_e_reruns_are_bit_identical(case):
 
 @settings(max_examples=150, deadline=None, derandomize=True, database=None)
 @given(p=hs.integers(1, 12), v=hs.integers(1, 4), m=hs.integers(1, 40), f=hs.floats(0.1, 3.0), b=hs.floats(0.1, 3.0),
-       schedule=hs.sampled_from(list(PipelineSchedule)))
+       schedule=hs.sampled_from([PipelineSchedule.GPIPE, PipelineSchedule.ONE_F_ONE_B, PipelineSchedule.INTERLEAVED]))
 def test_equal_stages_give_the_closed_forms(p, v, m, f, b, schedule):
     """The exact evaluation of the static schedule reproduces the textbook closed forms on equal
     stages — interleaved with m < p included (p·t + (m − 1)·t/v, not m·t + (p − 1)·t/v)."""
@@ -139,11 +140,16 @@ def test_equal_stages_give_the_closed_forms(p, v, m, f, b, schedule):
 def test_a_longer_task_never_ends_a_rank_sooner(p, v, m, times, slower, schedule):
     """Static orders make the finish times a max-plus function of the task times: monotone (a greedy
     list scheduler is not: Graham's anomalies)."""
-    if schedule is not PipelineSchedule.INTERLEAVED:
-        v = 1
-    fw, bw, start = times[:p], times[8:8 + p], [0.0] * p
-    base = pipeline_finish_s(fw, bw, m, schedule, v, start)
+    v = {PipelineSchedule.INTERLEAVED: v, PipelineSchedule.DUALPIPE_V: 2}.get(schedule, 1)
+    m = max(m, 2 * p) if schedule is PipelineSchedule.DUALPIPE_V else m
+
+    def finish(t):  # the split kinds from the same numbers: I + W = B, a pair no longer than F + B
+        fw, bw = t[:p], t[8:8 + p]
+        other = {"I": [0.6 * b for b in bw], "W": [0.4 * b for b in bw], "Fo": [0.9 * f for f in fw],
+                 "Bo": [0.9 * b for b in bw]}
+        return pipeline_finish_s(fw, bw, m, schedule, v, [0.0] * p, other)
+    base = finish(times)
     longer = list(times)
     longer[slower] *= 1.5
-    later = pipeline_finish_s(longer[:p], longer[8:8 + p], m, schedule, v, start)
+    later = finish(longer)
     assert all(b >= a * (1 - 1e-12) for a, b in zip(base, later, strict=True))

@@ -39,7 +39,7 @@ def _agree(a: float, b: float) -> bool:
     return abs(a - b) <= AGREE_REL * a
 
 
-@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "interleaved-1f1b"])
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "dualpipev"])
 def test_layer_granularity_equals_estimate_for_every_schedule(schedule):
     @_settings(12)
     @given(case=cases(schedule=schedule))

@@ -55,6 +55,10 @@ MEANINGS: dict[str, str] = {
     "PipelineSchedule.gpipe": "all forwards, then all backwards (Huang et al. 2019)",
     "PipelineSchedule.1f1b": "one forward, one backward in steady state (PipeDream-Flush / Megatron-LM)",
     "PipelineSchedule.interleaved-1f1b": "1F1B over v model chunks per rank (bubble ÷ v)",
+    "PipelineSchedule.zb-h1": "1F1B with the backward split into input- and weight-gradient passes, the weight "
+                              "passes deferred into the bubble (Qi et al. 2024)",
+    "PipelineSchedule.dualpipev": "two chunks per rank in a V, overlapped forward/backward pairs hiding their "
+                                  "communication (DeepSeek-V3 DualPipe, V-shaped)",
     "Bottleneck.compute": "matrix / vector units busy: the step is compute-bound",
     "Bottleneck.memory_bandwidth": "memory-bound ops dominate", "Bottleneck.communication": "exposed collectives dominate",
     "Bottleneck.data": "the input pipeline cannot keep up", "Bottleneck.bubble": "pipeline fill and drain dominate",

@@ -160,6 +160,32 @@ FORMULAS = (
                 "s", paper="(m + p - 1)*t", given="p, m, t = 8, 32, 1.0")),
     ),
     Formula(
+        "Split-backward pipelines (ZB-H1, DualPipeV)",
+        "The backward splits into its input-gradient half I (the previous stage waits for it) and its "
+        "weight-gradient half W (nothing waits for it). ZB-H1 runs 1F1B's order with rank r's first r "
+        "W passes deferred into the drain: its bubble is (p − 1)(t_F + t_I − t_W) against 1F1B's "
+        "(p − 1)(t_F + t_I + t_W), at 1F1B's peak memory (p micro-batches, now on every rank: each is held "
+        "until its W). DualPipeV puts 2p chunks on p ranks as a V and runs a forward of one chunk with a "
+        "full backward of the other as an overlapped pair whose collectives hide behind each other's "
+        "compute; its bubble is (PP/2 − 1)(t_F&B + t_I − 3 t_W) with PP = 2p chunks, and it holds 2p + 1 "
+        "chunk-activations. Both engines run the frameworks' own per-rank orders.",
+        "Qi et al. 2024 (ICLR), Zero Bubble Pipeline Parallelism §3.1; DeepSeek-AI 2024, DeepSeek-V3 "
+        "Technical Report §3.2.1 and Table 2; PyTorch `ScheduleInterleavedZeroBubble` / `ScheduleDualPipeV` "
+        "(the orders are tested equal).",
+        "`simtrain.parallel.schedule.rank_order`, `pipeline_finish_s` (task kinds F, B, I, W, Fo, Bo); "
+        "`StageProgram.task_seconds` (W = the weight-gradient compute; a pair = max(both computes, both "
+        "exposed communications))",
+        (Worked("zb-h1-step", "f, i, w = 1.0, 1.0, 1.0  # seconds per micro-batch on each of 8 stages\n"
+                "max(pipeline_finish_s([f] * 8, [i + w] * 8, 32, PipelineSchedule.ZB_H1, 1, None,\n"
+                "                      {'I': [i] * 8, 'W': [w] * 8}))",
+                "s", paper="m*(f + i + w) + (p - 1)*(f + i - w)", given="p, m, f, i, w = 8, 32, 1.0, 1.0, 1.0"),
+         Worked("dualpipev-step", "f, i, w, fb = 1.0, 1.0, 1.0, 3.0  # per chunk; 4 ranks, 8 chunks; a pair F&B\n"
+                "max(pipeline_finish_s([f] * 4, [i + w] * 4, 16, PipelineSchedule.DUALPIPE_V, 2, None,\n"
+                "                      {'I': [i] * 4, 'W': [w] * 4, 'Fo': [f] * 4, 'Bo': [fb - f] * 4}))",
+                "s", paper="2*m*(f + i + w) + (PP/2 - 1)*(fb + i - 3*w)",
+                given="PP, m, f, i, w, fb = 8, 16, 1.0, 1.0, 1.0, 3.0")),
+    ),
+    Formula(
         "Input pipeline",
         "Per device and step of n samples: fetch = n·bytes/(min(disk, network)·access factor); "
         "process = n·transform seconds / max(workers, 1); transfer = n·device bytes / host-to-device "
