@@ -26,6 +26,18 @@ def slice_colour(name: str, lane: str) -> str:
     return _COLOURS["other"]
 
 
+_LABELS = {"F": "forward", "Fo": "forward (overlapped pair)", "B": "backward", "I": "input-grad backward",
+           "W": "weight-grad backward", "Bo": "backward (overlapped pair)", "recompute": "recompute",
+           "optimizer": "optimizer", "comm": "communication", "other": "other"}
+
+
+def _legend(ax, used: set[str]) -> None:
+    """One legend entry per colour the chart uses, right of the axis (a title would be cut off)."""
+    from matplotlib.patches import Patch
+    handles = [Patch(color=c, label=_LABELS[k]) for k, c in _COLOURS.items() if c in used]
+    ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
+
+
 def gantt_png(timeline, path: Path, lanes: tuple[str, ...], dpi: int) -> Path:
     import matplotlib
     matplotlib.use("Agg")
@@ -49,11 +61,10 @@ def gantt_png(timeline, path: Path, lanes: tuple[str, ...], dpi: int) -> Path:
     ax.set_yticklabels([f"rank {r}" if len(lanes) == 1 else f"rank {r} {ln}" for r, ln in rows])
     ax.invert_yaxis()
     ax.set_xlabel("time (ms)")
-    kinds = {w for e in timeline.events if e.lane == "compute" for w in e.name.split()[:3]}
-    split = ", light green input-grad, dark green weight-grad" if kinds & {"I", "W"} else ""
-    paired = ", light blue / teal overlapped F&B" if kinds & {"Fo", "Bo"} else ""
-    ax.set_title(f"simulated step (blue forward, green backward{split}{paired}, orange recompute, purple optimizer)")
+    ax.set_title("simulated step")
+    _legend(ax, {c for row in colours.values() for c in row})
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi, format=Path(path).suffix.lstrip(".").lower() or "png")
+    fig.savefig(path, dpi=dpi, format=Path(path).suffix.lstrip(".").lower() or "png",
+                bbox_inches="tight")
     plt.close(fig)
     return path
