@@ -92,7 +92,8 @@ def _param_shares(items, optimizer: OptimizerKind, tp: int, sp: bool, ep: int,
 
 def param_memory(items, reg: Regime, optimizer: OptimizerKind, *, tp: int, sp: bool, ep: int,
                  dp: int, zero_stage: int, frozen_prefixes: tuple[str, ...] = (),
-                 accumulating: bool = False, cp: int = 1, grad_fp32_buffer: bool = False) -> ParamMemory:
+                 accumulating: bool = False, cp: int = 1, grad_fp32_buffer: bool = False,
+                 grad_buffer_16bit: bool = False) -> ParamMemory:
     """Parameter-side bytes on one rank holding ``items``: (op, count) pairs, or bare ops.
 
     Per trainable parameter (Rajbhandari et al. 2020 §5, Ψ parameters, N_d = :func:`zero_degree`):
@@ -101,13 +102,15 @@ def param_memory(items, reg: Regime, optimizer: OptimizerKind, *, tp: int, sp: b
     the stack keeps one (``grad_fp32_buffer``: Megatron's ``main_grad``, into which each 16-bit
     gradient is accumulated as soon as it is computed — Megatron-core docs, "Distributed Optimizer":
     bf16 params + fp32 grads = 18 B/param, 6 + 12/d with the distributed optimizer) (÷ N_d at stage
-    ≥ 2); optimizer ``master_bytes`` + K·``state_bytes`` (÷ N_d at stage ≥ 1)."""
+    ≥ 2); optimizer ``master_bytes`` + K·``state_bytes`` (÷ N_d at stage ≥ 1). ``grad_buffer_16bit``:
+    that buffer in the 16-bit gradient dtype (Megatron's ``--grad-reduce-in-bf16``)."""
     total = trainable = params_b = grads_b = optim_b = 0.0
     for expert, (weights, train, state) in _param_shares(items, optimizer, tp, sp, ep, frozen_prefixes).items():
         n_d = zero_degree(dp, cp, ep, expert)
         p, g, o = weights * reg.weight_bytes, train * reg.grad_bytes, train * reg.master_bytes + state * reg.state_bytes
         if grad_fp32_buffer and reg.master_bytes:
-            g = train * FP32_BYTES  # main_grad: the 16-bit gradient lands in it and is not kept
+            # main_grad: the 16-bit gradient lands in it and is not kept
+            g = train * (reg.grad_bytes if grad_buffer_16bit else FP32_BYTES)
         elif accumulating and reg.master_bytes:
             g += train * FP32_BYTES
         params_b += p / (n_d if zero_stage >= 3 else 1)

@@ -80,10 +80,10 @@ MEGATRON_SETTINGS: tuple[Setting, ...] = (
     _S("--fp8-recipe", "stack.fp8_recipe", "delayed, tensorwise as is; blockwise, mxfp8 → rowwise", "delayed",
        f"{_TC}:594", "str", "delayed"),
     _S("--fp8-param-gather", "stack.fp8_allgather", "as is", "off", f"{_A}:2016", "flag", False),
-    _S("--grad-reduce-in-bf16", "stack.grad_reduce_fp32",
-       "on → False; off → True with --bf16 (fp32 reduction forced), False with --fp16. Megatron's gradient "
-       "buffer (main_grad) then also drops to bf16 (core/distributed/param_and_grad_buffer.py:924), a state the "
-       "stack knobs lack: grad_fp32_buffer stays the preset's (4 B per parameter)", "off",
+    _S("--grad-reduce-in-bf16", "stack.grad_reduce_fp32, stack.grad_buffer_16bit",
+       "on → grad_reduce_fp32 False and the gradient buffer (main_grad) in bf16, grad_buffer_16bit True "
+       "(core/distributed/param_and_grad_buffer.py:924); off → True with --bf16 (fp32 reduction forced), "
+       "False with --fp16", "off",
        f"{_A}:3053, applied at :1213", "flag", False),
     _S("--accumulate-allreduce-grads-in-fp32", "stack.grad_reduce_fp32", "on → True",
        "off (forced on for bf16)", f"{_A}:3069; megatron/training/training.py:2635", "flag", False),

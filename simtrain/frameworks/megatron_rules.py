@@ -205,6 +205,8 @@ def _precision(a: _Args) -> None:
     a.knobs["fp8_allgather"] = bool(a.get("--fp8-param-gather"))
     in_bf16 = a.get("--grad-reduce-in-bf16")
     a.knobs["grad_reduce_fp32"] = bool(a.get("--accumulate-allreduce-grads-in-fp32")) or bool(bf16 and not in_bf16)
+    if in_bf16 and not a.knobs["grad_reduce_fp32"]:  # main_grad takes the reduction's dtype (param_and_grad_buffer.py)
+        a.knobs["grad_buffer_16bit"] = True
 
 
 def _data_parallel(a: _Args, dp: int | None) -> None:

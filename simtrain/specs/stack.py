@@ -168,6 +168,11 @@ class Stack(Spec):
     ``MixedPrecision``, FSDP2 ``MixedPrecisionPolicy``: "the sharded parameters stay in full
     precision"). False: 16-bit gradients, plus an fp32 accumulation buffer when micro-batches
     accumulate (cost/memory.py ``param_memory``; DeepSpeed ZeRO keeps its gradient partitions in 16 bit)."""
+    grad_buffer_16bit: bool = False
+    """With ``grad_fp32_buffer``: the buffer holds 16-bit gradients instead (2 bytes per parameter) —
+    Megatron-LM's ``--grad-reduce-in-bf16``, which sets the ``main_grad`` buffer to the parameters'
+    dtype (megatron/core/distributed/param_and_grad_buffer.py: ``grad_dtype`` is fp32 only with
+    ``grad_reduce_in_fp32``)."""
     grad_reduce_fp32: bool = False
     """In a mixed-precision regime the data-parallel gradient reduction (all-reduce or reduce-scatter)
     runs in fp32, 4 bytes per element on the wire instead of the 16-bit gradient's 2: Megatron-LM /

@@ -128,6 +128,12 @@ def test_grad_fp32_buffer_holds_the_gradients_in_four_bytes_per_trainable_parame
     assert param_memory(MLP_OPS, regime("fp32"), "adam", grad_fp32_buffer=True, **kw).grads_bytes == 160_000
 
 
+def test_a_16bit_main_grad_buffer_holds_two_bytes_per_parameter():
+    """Megatron's --grad-reduce-in-bf16: main_grad in the parameters' dtype, accumulation included."""
+    kw = dict(tp=1, sp=False, ep=1, dp=1, zero_stage=0, grad_fp32_buffer=True, grad_buffer_16bit=True)
+    assert param_memory(MLP_OPS, regime("bf16"), "adam", accumulating=True, **kw).grads_bytes == 2 * 40_000
+
+
 def test_grad_fp32_buffer_is_sharded_like_gradients_over_dp_times_cp():
     bf16, kw = regime("bf16"), dict(tp=1, sp=False, ep=1, dp=2, cp=2, grad_fp32_buffer=True)
     assert param_memory(MLP_OPS, bf16, "adam", zero_stage=1, **kw).grads_bytes == 160_000   # ZeRO-1: not sharded
