@@ -32,7 +32,9 @@ def draw(kind: str, args):
         if not args.job:
             raise SpecError.one(None, "job", "give the validation results JSON (validation/results/*.json)")
         return plot.predicted_vs_measured(args.job, metric=args.metric, path=args.out)
-    model, cluster, cfg, _ = load_job_inputs(args)
+    model, cluster, cfg, _ = load_job_inputs(args, choose=True)  # no layout given: simtrain picks one
+    if args.chosen is not None:
+        print(args.chosen.describe())
     if kind == "roofline":
         from simtrain.estimator import estimate
         return plot.roofline(model, cluster.device, cfg, report=estimate(model, cluster, cfg), path=args.out)

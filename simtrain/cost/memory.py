@@ -31,11 +31,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simtrain.cost.op_cost import saved_bytes, shard_factors
+from simtrain.cost.op_cost import runs_in_fp8, saved_bytes, shard_factors
 from simtrain.cost.optimizer import state_elements
 from simtrain.cost.precision import Regime
 from simtrain.glossary import OptimizerKind
 from simtrain.graph.op import Op
+
+FP8_BYTES = 1
+"""Bytes of one fp8 element (E4M3 / E5M2)."""
 
 __all__ = ["ParamMemory", "param_memory", "zero_degree", "activation_bytes_per_microbatch", "attention_core_saved",
            "block_input_elements", "checkpoint_bytes", "largest_gradient_bytes", "recompute_window_bytes",
@@ -72,9 +75,10 @@ def zero_degree(dp: int, cp: int = 1, ep: int = 1, expert: bool = False) -> floa
 
 
 def _param_shares(items, optimizer: OptimizerKind, tp: int, sp: bool, ep: int,
-                  frozen_prefixes: tuple[str, ...]) -> dict[bool, list[float]]:
-    """{is_expert: [weights, trainable weights, optimizer-state elements]} held by one rank."""
-    shares = {False: [0.0, 0.0, 0.0], True: [0.0, 0.0, 0.0]}
+                  frozen_prefixes: tuple[str, ...], fp8_of=None) -> dict[bool, list[float]]:
+    """{is_expert: [weights, trainable weights, optimizer-state elements, weights stored in fp8]} held
+    by one rank (``fp8_of(op)``: whether its weights are kept in fp8)."""
+    shares = {False: [0.0, 0.0, 0.0, 0.0], True: [0.0, 0.0, 0.0, 0.0]}
     for item in items:
         op, n = item if isinstance(item, tuple) else (item, 1)
         if op.param_count == 0:
@@ -82,6 +86,8 @@ def _param_shares(items, optimizer: OptimizerKind, tp: int, sp: bool, ep: int,
         acc = shares[op.tp_split == "expert"]
         share = op.param_count * shard_factors(op, tp, sp, ep).weights * n
         acc[0] += share
+        if fp8_of is not None and fp8_of(op):
+            acc[3] += share
         if _frozen(op, frozen_prefixes):
             continue
         acc[1] += share
@@ -93,7 +99,7 @@ def _param_shares(items, optimizer: OptimizerKind, tp: int, sp: bool, ep: int,
 def param_memory(items, reg: Regime, optimizer: OptimizerKind, *, tp: int, sp: bool, ep: int,
                  dp: int, zero_stage: int, frozen_prefixes: tuple[str, ...] = (),
                  accumulating: bool = False, cp: int = 1, grad_fp32_buffer: bool = False,
-                 grad_buffer_16bit: bool = False) -> ParamMemory:
+                 grad_buffer_16bit: bool = False, fp8_params: bool = False) -> ParamMemory:
     """Parameter-side bytes on one rank holding ``items``: (op, count) pairs, or bare ops.
 
     Per trainable parameter (Rajbhandari et al. 2020 §5, Ψ parameters, N_d = :func:`zero_degree`):
@@ -103,11 +109,15 @@ def param_memory(items, reg: Regime, optimizer: OptimizerKind, *, tp: int, sp: b
     gradient is accumulated as soon as it is computed — Megatron-core docs, "Distributed Optimizer":
     bf16 params + fp32 grads = 18 B/param, 6 + 12/d with the distributed optimizer) (÷ N_d at stage
     ≥ 2); optimizer ``master_bytes`` + K·``state_bytes`` (÷ N_d at stage ≥ 1). ``grad_buffer_16bit``:
-    that buffer in the 16-bit gradient dtype (Megatron's ``--grad-reduce-in-bf16``)."""
+    that buffer in the 16-bit gradient dtype (Megatron's ``--grad-reduce-in-bf16``). ``fp8_params``:
+    the weights of the ops whose GEMMs run in fp8 take 1 byte (``Stack.fp8_params``)."""
     total = trainable = params_b = grads_b = optim_b = 0.0
-    for expert, (weights, train, state) in _param_shares(items, optimizer, tp, sp, ep, frozen_prefixes).items():
+    fp8_of = (lambda op: runs_in_fp8(op, reg)) if fp8_params else None
+    for expert, (weights, train, state, in_fp8) in _param_shares(items, optimizer, tp, sp, ep, frozen_prefixes,
+                                                                 fp8_of).items():
         n_d = zero_degree(dp, cp, ep, expert)
-        p, g, o = weights * reg.weight_bytes, train * reg.grad_bytes, train * reg.master_bytes + state * reg.state_bytes
+        p = (weights - in_fp8) * reg.weight_bytes + in_fp8 * FP8_BYTES
+        g, o = train * reg.grad_bytes, train * reg.master_bytes + state * reg.state_bytes
         if grad_fp32_buffer and reg.master_bytes:
             # main_grad: the 16-bit gradient lands in it and is not kept
             g = train * (reg.grad_bytes if grad_buffer_16bit else FP32_BYTES)

@@ -79,7 +79,9 @@ MEGATRON_SETTINGS: tuple[Setting, ...] = (
     _S("--fp8-format", "precision", "e4m3 / hybrid → fp8", "None", f"{_TC}:587", "str"),
     _S("--fp8-recipe", "stack.fp8_recipe", "delayed, tensorwise as is; blockwise, mxfp8 → rowwise", "delayed",
        f"{_TC}:594", "str", "delayed"),
-    _S("--fp8-param-gather", "stack.fp8_allgather", "as is", "off", f"{_A}:2016", "flag", False),
+    _S("--fp8-param-gather", "stack.fp8_allgather, stack.fp8_params",
+       "as is; with fp8 also the fp8 GEMMs' weights stored in fp8 (1 B per parameter)", "off", f"{_A}:2016",
+       "flag", False),
     _S("--grad-reduce-in-bf16", "stack.grad_reduce_fp32, stack.grad_buffer_16bit",
        "on → grad_reduce_fp32 False and the gradient buffer (main_grad) in bf16, grad_buffer_16bit True "
        "(core/distributed/param_and_grad_buffer.py:924); off → True with --bf16 (fp32 reduction forced), "

@@ -203,6 +203,8 @@ def _precision(a: _Args) -> None:
     if fp8:
         a.knobs["fp8_recipe"] = _FP8_RECIPES[recipe]
     a.knobs["fp8_allgather"] = bool(a.get("--fp8-param-gather"))
+    if fp8 and a.knobs["fp8_allgather"]:  # the compute weights themselves are fp8 (arguments.py help text)
+        a.knobs["fp8_params"] = True
     in_bf16 = a.get("--grad-reduce-in-bf16")
     a.knobs["grad_reduce_fp32"] = bool(a.get("--accumulate-allreduce-grads-in-fp32")) or bool(bf16 and not in_bf16)
     if in_bf16 and not a.knobs["grad_reduce_fp32"]:  # main_grad takes the reduction's dtype (param_and_grad_buffer.py)

@@ -340,7 +340,7 @@ def _param_memory(model: Model, blocks, items, cfg: TrainConfig, lay: Layout, re
     idx = model_index(model)
     key = ("params", blocks, lay.tp, lay.ep, lay.dp, lay.cp, cfg.sequence_parallel, cfg.zero_stage,
            str(cfg.optimizer), reg.precision, tuple(cfg.frozen_prefixes), lay.micro_batches > 1,
-           cfg.stack.grad_fp32_buffer, cfg.stack.grad_buffer_16bit)
+           cfg.stack.grad_fp32_buffer, cfg.stack.grad_buffer_16bit, cfg.stack.fp8_params)
     pm = idx.memo.get(key)
     if pm is None:
         pm = idx.memo[key] = _param_memory_uncached(model, blocks, items, cfg, lay, reg)
@@ -359,7 +359,7 @@ def _param_memory_uncached(model: Model, blocks, items, cfg: TrainConfig, lay: L
     return param_memory(ops, reg, cfg.optimizer, tp=lay.tp, sp=cfg.sequence_parallel, ep=lay.ep, dp=lay.dp,
                         cp=lay.cp, zero_stage=cfg.zero_stage, frozen_prefixes=tuple(cfg.frozen_prefixes),
                         accumulating=lay.micro_batches > 1, grad_fp32_buffer=cfg.stack.grad_fp32_buffer,
-                        grad_buffer_16bit=cfg.stack.grad_buffer_16bit)
+                        grad_buffer_16bit=cfg.stack.grad_buffer_16bit, fp8_params=cfg.stack.fp8_params)
 
 
 def _dp_grad_copy_bytes(trainable: float, cfg: TrainConfig, lay: Layout, grad_pass: float) -> float:

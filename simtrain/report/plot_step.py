@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from simtrain.errors import SimtrainError
+from simtrain.report.format import format_seconds
 from simtrain.report.plot_base import BREAKDOWN_COLOURS, MEMORY_COLOURS, PALETTE, finish, new_figure
 from simtrain.report.step_report import BREAKDOWN_KEYS
 
@@ -19,22 +20,24 @@ def _usable(report) -> None:
 
 
 def breakdown(report, *, path=None):
-    """Figure: one horizontal bar of the step split into StepReport.time_breakdown_s, in ms, each
-    part labelled with its share (the parts sum to the step time when no data stall hides work)."""
+    """Figure: one horizontal bar of the step split into StepReport.time_breakdown_s, in ms (in s
+    for a step of a second or more), each part labelled with its duration and share (the parts sum
+    to the step time when no data stall hides work)."""
     _usable(report)
     fig, ax = new_figure(8.0, 2.8)
-    left, scale = 0.0, 1e3
+    scale, unit = (1.0, "seconds") if report.step_time_s >= 1.0 else (1e3, "milliseconds")
+    left = 0.0
     for key in BREAKDOWN_KEYS:
-        value = report.time_breakdown_s.get(key, 0.0) * scale
-        if value <= 0:
+        seconds = report.time_breakdown_s.get(key, 0.0)
+        if seconds <= 0:
             continue
-        ax.barh([0], [value], left=left, color=BREAKDOWN_COLOURS[key], edgecolor="white",
-                label=f"{key} {value:.3g} ms ({100 * value / (report.step_time_s * scale):.0f}%)")
-        left += value
+        ax.barh([0], [seconds * scale], left=left, color=BREAKDOWN_COLOURS[key], edgecolor="white",
+                label=f"{key} {format_seconds(seconds)} ({100 * seconds / report.step_time_s:.0f}%)")
+        left += seconds * scale
     ax.axvline(report.step_time_s * scale, color="black", ls="--", lw=1)
     ax.set_yticks([])
-    ax.set_xlabel("milliseconds per step")
-    ax.set_title(f"step time {report.step_time_s * scale:.4g} ms: {report.model_name} on {report.cluster_name} "
+    ax.set_xlabel(f"{unit} per step")
+    ax.set_title(f"step time {format_seconds(report.step_time_s)}: {report.model_name} on {report.cluster_name} "
                  f"— bottleneck {report.bottleneck}", fontsize=10)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, frameon=False)
     return finish(fig, path)

@@ -124,7 +124,7 @@ def _setting(model, cluster, fields: dict, tables: dict):
     sig_d = (variant, str(cfg.precision), cfg.zero_stage, str(cfg.optimizer), cfg.fused_optimizer,
              getattr(cfg, "optimizer_impl", None), "fused_optimizer" in cfg.model_fields_set, cfg.grad_clipping,
              cfg.zero_grad_to_none,
-             cfg.dp_bucket_bytes, stack.grad_fp32_buffer, stack.grad_buffer_16bit, stack.fp8_allgather,
+             cfg.dp_bucket_bytes, stack.grad_fp32_buffer, stack.grad_buffer_16bit, stack.fp8_params, stack.fp8_allgather,
              stack.fsdp_prefetch_layers,
              stack.dp_grad_copy_passes, stack.grad_reduce_fp32)
     sig_a = (variant, str(cfg.precision), str(cfg.recompute), mods, stack.loss_kernel, stack.transient_memory_scale)

@@ -168,6 +168,11 @@ class Stack(Spec):
     ``MixedPrecision``, FSDP2 ``MixedPrecisionPolicy``: "the sharded parameters stay in full
     precision"). False: 16-bit gradients, plus an fp32 accumulation buffer when micro-batches
     accumulate (cost/memory.py ``param_memory``; DeepSpeed ZeRO keeps its gradient partitions in 16 bit)."""
+    fp8_params: bool = False
+    """In fp8 training, the compute weights of the layers whose GEMMs run in fp8 are stored in fp8
+    (1 byte per parameter; the fp32 master copy stays with the optimizer): Megatron-LM's
+    ``--fp8-param-gather`` ("keep the compute param in fp8 … and perform the param all-gather in
+    fp8"; Transformer Engine ``fp8_model_init``). False: 16-bit weights, cast on the fly."""
     grad_buffer_16bit: bool = False
     """With ``grad_fp32_buffer``: the buffer holds 16-bit gradients instead (2 bytes per parameter) —
     Megatron-LM's ``--grad-reduce-in-bf16``, which sets the ``main_grad`` buffer to the parameters'

@@ -20,6 +20,18 @@ def test_the_first_command_a_user_types_answers(capsys):
     assert "(8 × h100-sxm5-80gb)" in out and "INFEASIBLE" not in out
 
 
+def test_plot_picks_a_layout_too_and_labels_a_long_step_in_seconds(capsys, tmp_path):
+    out = tmp_path / "b.png"
+    assert main(["plot", "breakdown", "--model", "gpt2", "--hardware", "dgx-a100-80gb", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("layout chosen by simtrain: 1 node × 8") and out.stat().st_size > 0
+    from simtrain.report import plot
+    report = st.estimate("llama3-8b", st.load_cluster("dgx-h100", nodes=1), {"global_batch_size": 128})
+    fig = plot.breakdown(report)
+    title, xlabel = fig.axes[0].get_title(), fig.axes[0].get_xlabel()
+    assert report.step_time_s > 1 and title.startswith("step time ") and " s: " in title and "e+" not in title
+    assert xlabel == "seconds per step"
+
+
 def test_json_marks_the_chosen_layout_and_a_given_layout_is_kept(capsys):
     assert main(["estimate", "--model", "gpt2", "--hardware", "dgx-a100-80gb", "--json"]) == 0
     chosen = json.loads(capsys.readouterr().out)["chosen_layout"]

@@ -134,6 +134,17 @@ def test_a_16bit_main_grad_buffer_holds_two_bytes_per_parameter():
     assert param_memory(MLP_OPS, regime("bf16"), "adam", accumulating=True, **kw).grads_bytes == 2 * 40_000
 
 
+def test_fp8_params_store_the_fp8_gemms_weights_in_one_byte():
+    """Megatron's --fp8-param-gather (TE fp8_model_init): the linear layers' weights in fp8, the
+    vocab-parallel head (kept in bf16 by Transformer Engine) and the norms in 16 bit."""
+    kw = dict(tp=1, sp=False, ep=1, dp=1, zero_stage=1)
+    head = linear_op("head", "b2", 1, 100, 50, tp_split="vocab")  # 5,000 params, stays 16-bit
+    fp8 = regime("fp8")
+    assert param_memory((*MLP_OPS, head), fp8, "adam", fp8_params=True, **kw).params_bytes == 40_000 + 2 * 5_000
+    assert param_memory((*MLP_OPS, head), fp8, "adam", **kw).params_bytes == 2 * 45_000
+    assert param_memory(MLP_OPS, regime("bf16"), "adam", fp8_params=True, **kw).params_bytes == 80_000
+
+
 def test_grad_fp32_buffer_is_sharded_like_gradients_over_dp_times_cp():
     bf16, kw = regime("bf16"), dict(tp=1, sp=False, ep=1, dp=2, cp=2, grad_fp32_buffer=True)
     assert param_memory(MLP_OPS, bf16, "adam", zero_stage=1, **kw).grads_bytes == 160_000   # ZeRO-1: not sharded
