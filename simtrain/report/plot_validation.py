@@ -11,6 +11,9 @@ BAND_FRACTION = 0.10
 """Half-width of the shaded band: ±10 %, the error simtrain's validation suite aims at (README)."""
 
 
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+"""Marker shapes, one per pass through the colour palette."""
+
 def validation_frame(results):
     """A DataFrame (case, metric, predicted, measured) from a validation result: the JSON dict
     ``python -m validation`` writes (its ``cases``), a path to it, or a DataFrame already."""
@@ -49,7 +52,9 @@ def predicted_vs_measured(df, *, metric: str | list[str] | None = None, title: s
     fig, ax = new_figure(5.5, 5.0)
     groups = df.groupby("metric", sort=True) if "metric" in df.columns else [("all", df)]
     for i, (name, part) in enumerate(groups):
+        # past the palette's length the marker changes, so no two groups share colour and shape
         ax.scatter(part["measured"], part["predicted"], s=30, color=PALETTE[i % len(PALETTE)],
+                   marker=_MARKERS[(i // len(PALETTE)) % len(_MARKERS)],
                    edgecolor="black", linewidth=0.4, label=str(name), zorder=3)
     lo = min(df["measured"].min(), df["predicted"].min()) / 1.5
     hi = max(df["measured"].max(), df["predicted"].max()) * 1.5
