@@ -98,7 +98,8 @@ def load_job_inputs(args, choose: bool = False):
             not any(k in {**cfg_fields, **overrides} for k in LAYOUT_FIELDS if k != "global_batch_size"):
         # simtrain picks the layout: a batch of ~1M tokens a step (8 samples would leave a pipeline empty)
         seq = cfg_fields.get("seq_len") or model.tokens_per_sample or 1
-        cfg_fields = {**cfg_fields, "global_batch_size": max(DEFAULT_GLOBAL_BATCH, CHOSEN_BATCH_TOKENS // seq)}
+        samples = min(CHOSEN_BATCH_MAX_SAMPLES, max(DEFAULT_GLOBAL_BATCH, CHOSEN_BATCH_TOKENS // seq))
+        cfg_fields = {**cfg_fields, "global_batch_size": samples}
         args.batch_defaulted = True
     cfg = _config(args.job, cfg_fields, overrides)
     args.chosen = None
@@ -116,6 +117,9 @@ DEFAULT_GLOBAL_BATCH = 8
 #: tokens a step when simtrain also picks the layout and no batch is given (GPT-3 and Llama 2 / 3
 #: trained with 2–16M tokens a step; ~1M keeps a small job's step short and a pipeline busy)
 CHOSEN_BATCH_TOKENS = 1 << 20
+#: at most this many samples (short sequences): GPT-3 took 1,536 a step; a million one-token samples
+#: would only make the layout search walk a pipeline of millions of micro-batches
+CHOSEN_BATCH_MAX_SAMPLES = 4096
 
 
 def _imported_fields(spec: list[str], model, cluster) -> dict:
@@ -177,7 +181,8 @@ def chosen_line(chosen, batch_defaulted: bool = False) -> str:
     """The line that marks a layout as chosen by simtrain ('' when the user gave one)."""
     if chosen is None:
         return ""
-    note = " (global batch: ~1M tokens a step by default; --global-batch-size to set it)" if batch_defaulted else ""
+    note = (f" (global batch: ~1M tokens a step by default, at most {CHOSEN_BATCH_MAX_SAMPLES:,} samples; "
+            "--global-batch-size to set it)") if batch_defaulted else ""
     return chosen.describe() + note + "\n\n"
 
 

@@ -51,7 +51,7 @@ from simtrain.glossary import PipelineSchedule
 
 __all__ = ["pipeline_time_s", "bubble_fraction", "in_flight_microbatches", "schedule_order", "rank_order",
            "pipeline_finish_s", "interleave_group", "SPLIT_BACKWARD", "TASK_KINDS", "chunk_rank", "stage_chunks",
-           "task_walk", "TaskWalk", "order_peak_chunks", "is_forward", "is_backward", "frees_activations"]
+           "task_walk", "walk_tasks", "TaskWalk", "order_peak_chunks", "is_forward", "is_backward", "frees_activations"]
 
 
 def bubble_fraction(p: int, m: int, v: int = 1) -> float:
@@ -334,10 +334,17 @@ class TaskWalk:
     """Row of each rank's last task."""
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=8)
 def task_walk(p: int, m: int, schedule: PipelineSchedule, v: int) -> TaskWalk:
     """The tasks of every rank's static order (:func:`rank_order`) visited rank by rank as far as
-    their inputs allow, round after round; a round that moves nothing is a deadlock."""
+    their inputs allow, round after round; a round that moves nothing is a deadlock. Memoised for a
+    few structures only: a walk holds Python tuples of 2·m·p·v tasks (the vectorized evaluator keeps
+    its own compact graphs, from :func:`walk_tasks`)."""
+    return walk_tasks(p, m, schedule, v)
+
+
+def walk_tasks(p: int, m: int, schedule: PipelineSchedule, v: int) -> TaskWalk:
+    """:func:`task_walk` without the memo."""
     schedule = PipelineSchedule(schedule)
     chunks = p * v
     orders = [rank_order(r, p, m, schedule, v) for r in range(p)]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simtrain.glossary import PipelineSchedule
-from simtrain.parallel.schedule import TASK_KINDS, task_walk
+from simtrain.parallel.schedule import TASK_KINDS, walk_tasks
 
 __all__ = ["pipeline_finish_many", "TaskGraph", "task_graph"]
 
@@ -49,7 +49,7 @@ class TaskGraph:
 @functools.lru_cache(maxsize=64)
 def task_graph(p: int, m: int, schedule: PipelineSchedule, v: int) -> TaskGraph:
     """The wavefront-numbered task graph of one pipeline structure (cached)."""
-    walk = task_walk(p, m, PipelineSchedule(schedule), v)
+    walk = walk_tasks(p, m, PipelineSchedule(schedule), v)
     cols, prevs, deps, lv, free = walk.cols, walk.prevs, walk.deps, walk.levels, walk.last
     n = len(cols)
     level = np.array(lv, dtype=np.int64)
