@@ -168,11 +168,13 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
 def schedule_finish_s(program: RankProgram, schedule) -> tuple[float, ...]:
     """When each pipeline rank ends its last task: the schedule's exact evaluation over the stages'
     task seconds (``StageProgram.task_seconds``), each rank starting after its exposed sync."""
-    lay, stages = program.layout, program.stages
-    tasks = [st.task_seconds(lay.v) for st in stages]
-    other = {k: [t[k] for t in tasks] for k in ("I", "W", "Fo", "Bo")} if schedule in SPLIT_BACKWARD else None
-    return pipeline_finish_s([t["F"] for t in tasks], [t["B"] for t in tasks], lay.micro_batches, schedule, lay.v,
-                             [st.sync_before_s for st in stages], other)
+    lay, stages, v = program.layout, program.stages, program.layout.v
+    other = None
+    if schedule in SPLIT_BACKWARD:  # the other task kinds only where the schedule runs them
+        tasks = [st.task_seconds(v) for st in stages]
+        other = {k: [t[k] for t in tasks] for k in ("I", "W", "Fo", "Bo")}
+    return pipeline_finish_s([st.forward_s / v for st in stages], [st.backward_s / v for st in stages],
+                             lay.micro_batches, schedule, v, [st.sync_before_s for st in stages], other)
 
 
 def paired_hidden_s(program: RankProgram, schedule, rank: int) -> float:

@@ -253,6 +253,28 @@ def _rank_jitter(colocated: int, threads: int, passes: int, log: Callable[[str],
     return rows
 
 
+def _checked_arguments(device: str, out, colocated: int, grid_name: str, passes: int) -> str:
+    """Every argument check of :func:`measure`, before minutes of benchmarks; returns the grid name."""
+    from simtrain.outputs import check_output_path
+    if out is not None:
+        check_output_path(out, "out", (".json", ".parquet"))
+    _check_colocated(colocated, device)
+    _check_device(device)
+    if grid_name not in GRID_NAMES:
+        raise SpecError.one(None, "grid", f"must be one of {', '.join(GRID_NAMES)}, got {grid_name!r}")
+    if passes < 1:
+        raise SpecError.one(None, "passes", f"must be at least 1, got {passes}")
+    return grid_name
+
+
+def _collectives(device: str, g, threads: int, log) -> tuple[list, list[Unsupported]]:
+    """The collective benches (rows, what the backend refused), timed into the log."""
+    t0 = time.perf_counter()
+    rows, refused = run_collectives(device, g, threads=threads)
+    log(f"collectives: {len(rows)} rows, {len(refused)} unsupported in {time.perf_counter() - t0:.1f} s")
+    return rows, list(refused)
+
+
 def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = None,
             threads: int | None = None, grid: str | None = None, only: Iterable[str] | None = None,
             collectives: bool = True, collective_threads: int = 1,
@@ -276,14 +298,7 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     """
     import torch
 
-    from simtrain.outputs import check_output_path
-    if out is not None:  # before minutes of benchmarks
-        check_output_path(out, "out", (".json", ".parquet"))
-    _check_colocated(colocated, device)
-    _check_device(device)
-    grid_name = grid or ("quick" if quick else "full")
-    if grid_name not in GRID_NAMES:
-        raise SpecError.one(None, "grid", f"must be one of {', '.join(GRID_NAMES)}, got {grid_name!r}")
+    grid_name = _checked_arguments(device, out, colocated, grid or ("quick" if quick else "full"), passes)
     g = grid_for(grid_name, device)
     threads = int(threads or torch.get_num_threads())
     log = log or (lambda msg: None)
@@ -291,17 +306,11 @@ def measure(device: str = "cpu", quick: bool = False, out: str | Path | None = N
     if load_start > 0.25 * max(1, os.cpu_count() or 1):
         log(f"warning: load average {load_start} before measuring: other processes will skew the times")
     groups, run_coll, run_jitter = _groups(only, collectives)
-    if passes < 1:
-        raise SpecError.one(None, "passes", f"must be at least 1, got {passes}")
     rows = _compute_passes(device, g, grid_name, groups, threads, passes, colocated, log)
     run_jitter = run_jitter and colocated > 1
     rows += _rank_jitter(colocated, threads, passes, log) if run_jitter else []
-    refused: list[Unsupported] = []
-    if run_coll:
-        t0 = time.perf_counter()
-        coll_rows, refused = run_collectives(device, g, threads=collective_threads)
-        log(f"collectives: {len(coll_rows)} rows, {len(refused)} unsupported in {time.perf_counter() - t0:.1f} s")
-        rows += coll_rows
+    coll_rows, refused = _collectives(device, g, collective_threads, log) if run_coll else ([], [])
+    rows += coll_rows
     facts = machine_facts(device, threads)
     steal, other = contention_between(snap0, snapshot(), facts.cpu_cores)
     settings = {"grid": grid_name, "threads": threads, "collective_threads": collective_threads,

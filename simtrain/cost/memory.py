@@ -34,11 +34,8 @@ from dataclasses import dataclass
 from simtrain.cost.op_cost import runs_in_fp8, saved_bytes, shard_factors
 from simtrain.cost.optimizer import state_elements
 from simtrain.cost.precision import Regime
-from simtrain.glossary import OptimizerKind
+from simtrain.glossary import DTYPE_BYTES, DType, OptimizerKind
 from simtrain.graph.op import Op
-
-FP8_BYTES = 1
-"""Bytes of one fp8 element (E4M3 / E5M2)."""
 
 __all__ = ["ParamMemory", "param_memory", "zero_degree", "activation_bytes_per_microbatch", "attention_core_saved",
            "block_input_elements", "checkpoint_bytes", "largest_gradient_bytes", "recompute_window_bytes",
@@ -116,7 +113,7 @@ def param_memory(items, reg: Regime, optimizer: OptimizerKind, *, tp: int, sp: b
     for expert, (weights, train, state, in_fp8) in _param_shares(items, optimizer, tp, sp, ep, frozen_prefixes,
                                                                  fp8_of).items():
         n_d = zero_degree(dp, cp, ep, expert)
-        p = (weights - in_fp8) * reg.weight_bytes + in_fp8 * FP8_BYTES
+        p = (weights - in_fp8) * reg.weight_bytes + in_fp8 * DTYPE_BYTES[DType.FP8]
         g, o = train * reg.grad_bytes, train * reg.master_bytes + state * reg.state_bytes
         if grad_fp32_buffer and reg.master_bytes:
             # main_grad: the 16-bit gradient lands in it and is not kept

@@ -40,7 +40,7 @@ from simtrain.parallel.program import (
     _param_memory,
     stage_compute,
 )
-from simtrain.parallel.schedule import in_flight_microbatches
+from simtrain.parallel.schedule import in_flight_microbatches, stage_chunks
 from simtrain.report.step_report import MEMORY_TERM_NAMES, reserved_bytes_of
 from simtrain.search.vector_pipeline import pipeline_finish_many
 
@@ -223,7 +223,7 @@ def evaluate_group(cluster, p: int, v: int, schedule, model, settings, c: dict, 
     g = _Group(cluster, p, v, schedule, model, settings, c, memo)
     k = {name: np.array([getattr(s, name) for s in settings])[c["S"]] for name in settings[0].knobs}
     chunks = partition_blocks(model, p * v)
-    stages = [tuple(b for ch in range(s, len(chunks), p) for b in chunks[ch]) for s in range(p)]
+    stages = [tuple(b for ch in stage_chunks(s, p, v, schedule) for b in chunks[ch]) for s in range(p)]
     shapes, cache = {}, {}
     for s, blocks in enumerate(stages):  # stages with the same ops cost the same (estimator.build_program)
         key = g.idx.shape_key(blocks)

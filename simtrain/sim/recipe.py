@@ -159,8 +159,8 @@ def stage_recipes(stage, v: int, granularity: str = "chunk", chunk_ops: dict | N
 
 def _as_hidden(rec: TaskRecipe) -> tuple[Segment, ...]:
     """A task's collectives and send moved beside its compute (an overlapped pair hides them)."""
-    comm = [Segment(f"{seg.lane} (paired)", seg.name.replace(" {task}", "").replace("{task}", "collective"),
-                    seg.seconds, seg.axis, seg.bytes) for seg in rec.blocking if seg.axis is not None]
+    comm = [replace(seg, lane=f"{seg.lane} (paired)", name=f"{seg.name} (paired)")
+            for seg in rec.blocking if seg.axis is not None]
     if rec.send is not None:
         comm.append(Segment(f"{rec.send.lane} (paired)", "pp send (paired)", rec.send.seconds, "pp", rec.send.bytes))
     return rec.hidden + tuple(comm)
@@ -174,13 +174,15 @@ def split_recipes(stage, v: int, forward: TaskRecipe, backward: TaskRecipe) -> d
     t = stage.task_seconds(v)
     w = t["W"]
     # the backward's compute slices (not its recomputation) lose the weight-gradient share, evenly
-    grads = [seg for seg in backward.blocking if seg.axis is None and "recompute" not in seg.name]
-    total = sum(seg.seconds for seg in grads)
+    def is_grad(seg: Segment) -> bool:
+        return seg.axis is None and "recompute" not in seg.name
+    total = sum(seg.seconds for seg in backward.blocking if is_grad(seg))
     keep = (total - w) / total if total > 0 else 0.0
-    i_blocking = tuple(replace(seg, seconds=seg.seconds * keep) if seg in grads else seg for seg in backward.blocking)
-    excess = t["Bo"] - stage.compute_side_s(("bw", "recompute")) / v
+    i_blocking = tuple(replace(seg, seconds=seg.seconds * keep) if is_grad(seg) else seg for seg in backward.blocking)
+    b_compute_s = stage.compute_side_s(("bw", "recompute")) / v
+    excess = t["Bo"] - b_compute_s
     paired = (Segment("compute", "{task}", t["Fo"]),)
-    b_paired = (Segment("compute", "{task}", stage.compute_side_s(("bw", "recompute")) / v),) + (
+    b_paired = (Segment("compute", "{task}", b_compute_s),) + (
         (Segment("compute", "{task} (pair's communication)", excess),) if excess > 0 else ())
     return {"I": TaskRecipe(i_blocking, backward.hidden, backward.send),
             "W": TaskRecipe((Segment("compute", "{task}", w),), (), None),
