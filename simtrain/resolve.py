@@ -53,9 +53,10 @@ def resolve(model: Model, cluster: Cluster, cfg: TrainConfig) -> Resolved:
 
 def prepare_model(model: Model, cfg: TrainConfig, stack: Stack | None = None) -> Model:
     """The model at cfg's sequence length, with cfg's attention kernel choice (fused "flash" or
-    materialised) when the config sets one and the stack's activation and loss kernels (fused SwiGLU
-    or eager; fused cross-entropy or upcast): rebuilt from its architecture spec (cached). ``stack``:
-    the resolved stack when the caller has it (:func:`resolve`); else the config's is read."""
+    materialised) when the config sets one and the stack's activation, loss, norm and rotary kernels
+    (fused SwiGLU or eager; fused cross-entropy or upcast; fused or eager fp32 RMSNorm and rotary):
+    rebuilt from its architecture spec (cached). ``stack``: the resolved stack when the caller has it
+    (:func:`resolve`); else the config's is read."""
     stack = stack if stack is not None else stack_of(cfg)
     model = model.with_seq_len(cfg.seq_len)
     spec = model.arch
@@ -71,6 +72,9 @@ def prepare_model(model: Model, cfg: TrainConfig, stack: Stack | None = None) ->
     fused_loss = stack.loss_kernel == "fused"
     if arch.fused_cross_entropy != fused_loss:
         update["fused_cross_entropy"] = fused_loss
+    eager = {"eager_norm_fp32": stack.norm_kernel == "eager-fp32",
+             "eager_rotary_fp32": stack.rotary_kernel == "eager-fp32"}
+    update.update({k: v for k, v in eager.items() if getattr(arch, k) != v})
     if not update:
         return model
     from simtrain.graph.model import build_model

@@ -144,6 +144,15 @@ class TransformerArch(Spec):
     """The loss as one fused kernel on the logits in their own dtype (flash-attn ``CrossEntropyLoss``):
     it keeps the logits and a per-row log-sum-exp, not fp32 log-probabilities, and its gradient is in
     the activation dtype. The stack sets it (``Stack.loss_kernel`` "fused")."""
+    eager_norm_fp32: bool = False
+    """RMSNorm as a chain of PyTorch ops in fp32, each its own kernel (Meta's reference Llama, torchtitan's
+    2024 ``RMSNorm``, HF ``LlamaRMSNorm``): ×9 the fused kernel's traffic, and it keeps an fp32 copy of
+    its input (graph/rules/norm.py). The stack sets it (``Stack.norm_kernel`` "eager-fp32"); LayerNorm:
+    no effect (PyTorch's ``native_layer_norm`` is one kernel)."""
+    eager_rotary_fp32: bool = False
+    """Rotary embedding as complex fp32 PyTorch ops (``view_as_complex(x.float()) * freqs_cis``: Meta's
+    reference Llama, torchtitan): three kernels per tensor, 20 B per element against the fused
+    kernel's 4 (graph/rules/attention.py). The stack sets it (``Stack.rotary_kernel`` "eager-fp32")."""
     moe: MoESpec | None = None
     qk_norm: Literal["none", "rmsnorm", "l2"] = "none"
     """A norm over each head's dims of Q and K before rotary: ``rmsnorm`` with a weight of head_dim each

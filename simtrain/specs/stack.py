@@ -89,6 +89,18 @@ class Stack(Spec):
     * ``fused`` — one kernel on the logits in their own dtype (flash-attn ``CrossEntropyLoss``,
       llm-foundry's default ``loss_fn: fused_crossentropy``): it keeps the logits and an fp32
       log-sum-exp per token, and writes the gradient in the activation dtype: no fp32 per logit."""
+    norm_kernel: Literal["fused", "eager-fp32"] = "fused"
+    """How RMSNorm runs: ``fused`` — one kernel forward, one per gradient (PyTorch's fused ``rms_norm``,
+    Apex, Transformer Engine, a Triton kernel such as torchtitan's ``fused_rmsnorm``); ``eager-fp32`` —
+    the module written as PyTorch ops in fp32 (``x.float()``, ``pow``, ``mean``, ``rsqrt``, multiply,
+    cast back, ×γ: Meta's reference Llama, torchtitan's ``norm_type = "rmsnorm"`` of 2024, HF
+    ``LlamaRMSNorm``), each its own kernel: ×9 the traffic, and an fp32 copy of the input kept
+    (graph/rules/norm.py). LayerNorm: no effect."""
+    rotary_kernel: Literal["fused", "eager-fp32"] = "fused"
+    """How the rotary embedding runs: ``fused`` — one kernel per phase (Transformer Engine, Apex,
+    flash-attn's rotary, Inductor); ``eager-fp32`` — ``view_as_complex(x.float()) * freqs_cis`` cast
+    back (Meta's reference Llama, torchtitan), three kernels per tensor: 20 B per element against 4
+    (graph/rules/attention.py)."""
     elementwise_bytes_fraction: Annotated[float, Field(gt=0, le=1)] = 1.0
     """Bytes moved by elementwise and norm ops relative to running each op as its own kernel
     (eager: 1). A fused chain of k ops reads its input and writes its output once: ≈ 1/k of the

@@ -29,7 +29,13 @@ import numpy as np
 from scipy.optimize import least_squares
 
 import simtrain as st
-from validation.published.heldout import HeldoutRun, cluster_of, config_of, published_step_time_s
+from validation.published.heldout import (
+    HeldoutRun,
+    cluster_of,
+    config_of,
+    published_step_time_s,
+    stack_of_run,
+)
 from validation.published.pool import pool_runs
 
 __all__ = ["BOUNDS", "STACK_KNOBS", "SHARED_KNOBS", "PoolRow", "Fit", "load_rows", "predict", "fit_pool",
@@ -92,7 +98,7 @@ def load_rows(sources: set[str] | None = None) -> list[PoolRow]:
 def predict(row: PoolRow, knobs: dict[str, float]) -> float:
     """Predicted step seconds of ``row`` with the stack's preset, its fitted knobs reset to neutral (a
     refit never starts from its own last result), and ``knobs`` over it."""
-    stack = st.load_stack(row.run.stack).with_overrides(**{**NEUTRAL, **knobs})
+    stack = stack_of_run(row.run, **{**NEUTRAL, **knobs})
     return st.estimate(row.model, row.cluster, row.config.model_copy(update={"stack": stack})).step_time_s
 
 

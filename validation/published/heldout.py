@@ -78,6 +78,14 @@ def cluster_of(run: HeldoutRun):
     return cluster.model_copy(update={"network": cluster.network.model_copy(update=update)})
 
 
+def stack_of_run(run: HeldoutRun, **knobs):
+    """The row's stack: its preset name, or the preset with the knobs its configuration sets (and
+    ``knobs``, which win) applied."""
+    if not run.stack_knobs and not knobs:
+        return run.stack
+    return st.load_stack(run.stack).with_overrides(**{**dict(run.stack_knobs), **knobs})
+
+
 _OPTIONAL = ("zero_stage", "recompute_every_k_blocks", "recompute_num_layers", "flash_attention", "dp_overlap")
 
 
@@ -86,7 +94,7 @@ def config_of(run: HeldoutRun) -> st.TrainConfig:
     fields = dict(global_batch_size=run.global_batch_size, micro_batch_size=run.micro_batch_size,
                   seq_len=run.seq_len, precision=run.precision, optimizer="adamw", tp=run.tp, pp=run.pp,
                   cp=run.cp, sequence_parallel=run.sequence_parallel, recompute=run.recompute,
-                  pipeline_schedule=run.pipeline_schedule, virtual_stages=run.virtual_stages, stack=run.stack)
+                  pipeline_schedule=run.pipeline_schedule, virtual_stages=run.virtual_stages, stack=stack_of_run(run))
     fields.update({k: getattr(run, k) for k in _OPTIONAL if getattr(run, k) is not None})
     return st.TrainConfig(**fields)
 

@@ -43,6 +43,8 @@ class HeldoutRun:
     dp_overlap: bool | None = None        # None: the stack preset's
     nics_per_node: int | None = None      # network overrides where the source's fabric differs
     nic_link: str | None = None
+    stack_knobs: tuple[tuple[str, object], ...] = ()
+    """Stack knobs the run's own configuration sets beside its preset (torchtitan's ``norm_type``)."""
     assumptions: tuple[str, ...] = ()
 
 
@@ -168,7 +170,13 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
                             "is not a simtrain layout: modelled as full sharding over all 128 ranks (more "
                             "gather traffic over the network than the run had)",
                             "seq 4096 (the post: '4k context length'); global batch 2 x 128 = 256",
-                            "cluster network not stated: 8 x HDR 200 Gb/s per node")),
+                            "cluster network not stated: 8 x HDR 200 Gb/s per node",
+                            "fms's Llama norm is LayerNormParameterized(use_mean=False, use_high_precision_pow=True): "
+                            "RMSNorm as eager fp32 PyTorch ops (norm_kernel 'eager-fp32'; fms/modules/layernorm.py, "
+                            "fms/models/llama.py @006bd7ed, Mar 2024); its rotary is fp32 too (cast up, 2x2 "
+                            "rotation as multiply and sum, cast down: more traffic than the preset's complex form, "
+                            "which stands for it)"),
+               stack_knobs=(("norm_kernel", "eager-fp32"),)),
     # --- BLOOM-176B (Megatron-DeepSpeed), 384 x A100 80GB on Jean Zay --------------------------------
     HeldoutRun("BLOOM-176B 384xA100-80GB", "bloom-176b", "dgx-a100-80gb", 48, "deepspeed", 2048, 2, 2048, "bf16",
                "s/iter", 104.70,

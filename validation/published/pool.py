@@ -88,6 +88,11 @@ _TT_MODELS = {"Llama 3.1-8B": "llama3-8b", "Llama 3.1-70B": "llama3-70b", "Llama
               "Llama 2-70B": "llama2-70b"}
 
 
+_TT_EAGER_NORM = ("Llama 3.1-70B", "Llama 2-70B")
+"""The models whose torchtitan config set ``norm_type = "rmsnorm"`` when the numbers were published
+(torchtitan's eager fp32 RMSNorm); the 8B and 13B configs set ``fused_rmsnorm``."""
+
+
 def _torchtitan(rec: dict) -> HeldoutRun | str:
     p, m = rec["parallel"], rec["model"]
     ac = str(p["recompute"])
@@ -104,12 +109,18 @@ def _torchtitan(rec: dict) -> HeldoutRun | str:
         assumptions += (f"'{ac}' AC: torchtitan's selective layer AC with its example option '2' (every 2nd "
                         "block wrapped in a checkpoint, the others keep their activations), modelled as full "
                         "recomputation of half the layers (recompute_num_layers = layers / 2)",)
+    knobs: tuple = ()
+    if m["family"] in _TT_EAGER_NORM:
+        knobs = (("norm_kernel", "eager-fp32"),)
+        assumptions += ("norm_type = 'rmsnorm' (train_configs/llama2_70b.toml, llama3_70b.toml at the commits that "
+                        "published these numbers, 395a52627 / 1ea476e9f, Apr 2024): torchtitan's own RMSNorm, eager "
+                        "fp32 (norm_kernel 'eager-fp32'); the 8B / 13B configs ran the Triton fused_rmsnorm",)
     return HeldoutRun(
         rec["id"], _TT_MODELS[m["family"]], "dgx-a100-80gb", 8, "fsdp2", int(p["global_batch"]),
         int(p["local_batch"]), int(m["seq_len"]), "bf16", "tokens/s/GPU",
         float(rec["measured"]["tokens_per_s_per_gpu"]),
         "torchtitan 'wps' per rank; step = GBS·seq/(wps·GPUs)", rec["source"]["citation"],
-        assumptions=assumptions, **extra)
+        assumptions=assumptions, stack_knobs=knobs, **extra)
 
 
 def _megascale(rec: dict) -> HeldoutRun | str:

@@ -155,21 +155,38 @@ def attention_flops(op: Op, convention: Literal["full", "causal"] = "full") -> P
     return op.flops * causal_fraction(info.seq_q, info.seq_kv)
 
 
+#: eager complex-fp32 rotary (``rotary`` docstring): kernels per phase (Q and K each cast up,
+#: multiplied, cast down; the backward also conjugates and copies the table) ...
+EAGER_ROTARY_KERNELS = (6, 10, 0)
+#: ... and the fp32 bytes read, and again written, per rotated element and phase.
+EAGER_ROTARY_FP32_BYTES = 8
+
+
 @rule("rotary")
 def rotary(*, seq: int, heads: int, head_dim: int, kv_heads: int | None = None,
-           rotary_dim: int | None = None) -> dict:
+           rotary_dim: int | None = None, eager_fp32: bool = False) -> dict:
     """Rotary position embedding (Su et al. 2021) applied to Q and K: x·cos + rotate(x)·sin, i.e.
     3 FLOPs per rotated element forward and 3 backward (the transpose rotation). The cos/sin tables
     are per sequence position, shared by every sample of the batch, so nothing is saved per sample
-    (PyTorch's ``mul`` keeps only the table operand when the table needs no gradient)."""
+    (PyTorch's ``mul`` keeps only the table operand when the table needs no gradient).
+
+    ``eager_fp32``: as Meta's reference Llama and torchtitan write it, ``view_as_complex(x.float())
+    * freqs_cis`` then ``.type_as(x)``: three kernels per tensor and phase, each rotated element read
+    once in the activation dtype and written once as fp32 (cast up), read and written as fp32 (the
+    complex multiply), read as fp32 and written in the activation dtype (cast down): 8 fp32 bytes
+    read and 8 written per element each way beside the fused kernel's one read and one write (20 B
+    against 4 at 16-bit activations; tests/unit/test_eager_kernels.py counts it under PyTorch)."""
     s, a, d = pos_int("seq", seq), pos_int("heads", heads), pos_int("head_dim", head_dim)
     kv_h = a if kv_heads is None else pos_int("kv_heads", kv_heads)
     r = d if rotary_dim is None else pos_int("rotary_dim", rotary_dim)
     if r > d or r % 2:
         raise ValueError(f"rotary_dim={r} must be even and at most head_dim={d}")
     n = s * (a + kv_h) * r
+    fp32 = EAGER_ROTARY_FP32_BYTES * n if eager_fp32 else 0
     return dict(
         op_class=OpClass.ELEMENTWISE, flops=pc(3 * n, 3 * n), act_read=pc(n, n), act_write=pc(n, n),
+        fixed_read_bytes=pc(fp32, fp32), fixed_write_bytes=pc(fp32, fp32),
         saved=Saved(), shapes=((s, (a + kv_h) * d),), out_shape=(s, (a + kv_h) * d), tp_split="heads",
-        attrs=attrs_of(rotary_dim=r, table_elements_per_batch=2 * s * r),
+        attrs=attrs_of(rotary_dim=r, table_elements_per_batch=2 * s * r, eager_fp32=eager_fp32 or None,
+                       aten_kernels=pc(*EAGER_ROTARY_KERNELS) if eager_fp32 else None),
     )

@@ -17,6 +17,23 @@ fp32 statistics are ``saved.fixed_bytes`` and also the ``stats_bytes`` attribute
 Korthikanti et al.'s Table 2 (which omits them) can subtract them. BatchNorm's statistics are per
 *channel* for the whole micro-batch, not per sample: they are the attribute
 ``stats_bytes_per_batch`` (2·C·4 B) and not in ``saved``.
+
+RMSNorm written as PyTorch ops in fp32 (``eager_fp32``: Meta's reference Llama ``RMSNorm``, torchtitan's
+``norm_type = "rmsnorm"`` of 2024, HF ``LlamaRMSNorm``: ``(x.float() * rsqrt(x.float().pow(2).mean(-1) +
+eps)).type_as(x) * γ``) runs each step as its own kernel, and autograd's backward of every one as more.
+Bytes per normalised element, a = the activation dtype, fp32 intermediates 4 B (per-row rstd work not
+counted; the chain as PyTorch's autograd runs it, counted under ``TorchDispatchMode`` in
+tests/unit/test_eager_kernels.py):
+
+| phase | kernels | activation elements read / written | fp32 bytes read / written |
+|-------|---------|------------------------------------|---------------------------|
+| fw    | 8: cast up, pow, mean, +eps, rsqrt, ×rstd, cast down, ×γ | 2 / 2 (x, x̂; x̂, y) | 16 / 12 |
+| agrad | 14: dY·γ, cast up, g·x, g·rstd, Σ, pow, ×2, ×, mean's ÷, pow, ×2, ×, add, cast down | 2 / 2 | 44 / 32 |
+| wgrad | 2: dY·x̂, Σ over rows | 3 / 1 | 0 / 0 |
+
+At 16-bit activations that is 36 B forward and 92 B backward per element, against the fused kernel's
+4 and 10: ×9 either way. It keeps the fp32 copy of x (pow and ×rstd save it: 4 B) and x̂ (×γ saves
+it for γ's gradient: one activation element), not x.
 """
 
 from __future__ import annotations
@@ -31,6 +48,11 @@ __all__ = ["layernorm", "rmsnorm", "batchnorm", "groupnorm", "NORM_FLOPS", "RMS_
 NORM_FLOPS = (8, 10, 3)   # (fw, agrad, wgrad) per element: layer / batch / group norm
 RMS_FLOPS = (4, 7, 2)     # rmsnorm
 STAT_BYTES = 4            # fp32
+#: eager fp32 RMSNorm per element (module table): kernels, activation elements read / written,
+#: fp32 bytes read / written, each as (fw, agrad, wgrad).
+EAGER_RMS_KERNELS = (8, 14, 2)
+EAGER_RMS_ACT = ((2, 2, 3), (2, 2, 1))
+EAGER_RMS_FP32_BYTES = ((16, 44, 0), (12, 32, 0))
 
 
 def _norm_fields(n: int, shape: tuple[int, ...], weights: int, counts, saved: Saved, stats_bytes: float,
@@ -58,11 +80,21 @@ def layernorm(*, rows: int, width: int, bias: bool = True, affine: bool = True) 
 
 
 @rule("rmsnorm")
-def rmsnorm(*, rows: int, width: int, affine: bool = True) -> dict:
-    """RMSNorm (Zhang & Sennrich 2019) over the last dim; keeps the input and fp32 rstd per row."""
+def rmsnorm(*, rows: int, width: int, affine: bool = True, eager_fp32: bool = False) -> dict:
+    """RMSNorm (Zhang & Sennrich 2019) over the last dim; keeps the input and fp32 rstd per row.
+    ``eager_fp32``: the chain of PyTorch ops in fp32 of the module table, each its own kernel."""
     r, w = pos_int("rows", rows), pos_int("width", width)
     n, stats = r * w, STAT_BYTES * r
-    return _norm_fields(n, (r, w), w if affine else 0, RMS_FLOPS, Saved(act=n, fixed_bytes=stats), stats, {})
+    weights = w if affine else 0
+    if not eager_fp32:
+        return _norm_fields(n, (r, w), weights, RMS_FLOPS, Saved(act=n, fixed_bytes=stats), stats, {})
+    (rd, wr), (frd, fwr) = EAGER_RMS_ACT, EAGER_RMS_FP32_BYTES
+    out = _norm_fields(n, (r, w), weights, RMS_FLOPS, Saved(act=n, fixed_bytes=STAT_BYTES * n + stats), stats, {})
+    out.update(attrs=attrs_of(stats_bytes=stats, eager_fp32=True, aten_kernels=pc(*EAGER_RMS_KERNELS)),
+               act_read=pc(*(k * n for k in rd)), act_write=pc(*(k * n for k in wr)),
+               fixed_read_bytes=pc(frd[0] * n, frd[1] * n + stats, 0),
+               fixed_write_bytes=pc(fwr[0] * n + stats, fwr[1] * n, 0))
+    return out
 
 
 @rule("batchnorm")
