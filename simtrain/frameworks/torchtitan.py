@@ -69,6 +69,10 @@ TORCHTITAN_SETTINGS: tuple[Setting, ...] = (
        f"{_J}:722", "bool", False),
     _S("compile.components", "stack", "read with compile.enable", "['model', 'loss']", f"{_J}:725", "list",
        ["model", "loss"]),
+    _S("model.norm_type", "stack.norm_kernel", "rmsnorm → eager-fp32 (torchtitan's own fp32 RMSNorm; nn.RMSNorm "
+       "from 2025-03) unless compiled, fused_rmsnorm → fused; not given → the preset's", "rmsnorm",
+       "torchtitan/models/norms.py @9dec370 (2024-12; the key was removed in 9cf88aa1a, 2025-04)", "str",
+       "rmsnorm"),
     _S("model.converters", "precision", "'float8' / 'quantize.linear.float8' → fp8", "[]",
        f"{_J}:118; float8 test at torchtitan/models/llama3/infra/parallelize.py:76", "list", []),
     _S(f"{_F8}.recipe_name", "stack.fp8_recipe", "None / tensorwise → tensorwise; rowwise, rowwise_with_gw_hp → "

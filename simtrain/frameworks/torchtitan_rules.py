@@ -227,4 +227,21 @@ def _stack(a: _Args) -> str:
         else:
             a.draft.ignore("parallelism.enable_async_tensor_parallel", "effective only with tp > 1 and the model "
                                                                       "compiled (job_config.py:357)")
+    if "model.norm_type" in a.given:
+        _norm(a, compiled)
     return "fsdp2-compile" if compiled else "fsdp2"
+
+
+def _norm(a: _Args, compiled: bool) -> None:
+    """The older ``model.norm_type``: torchtitan's own RMSNorm class (``x.float()`` ... ``.type_as(x)``)
+    runs as eager fp32 ops unless Inductor compiles the block; ``fused_rmsnorm`` is a Triton kernel."""
+    norm = a.get("model.norm_type")
+    if norm == "fused_rmsnorm" or (norm == "rmsnorm" and compiled):
+        a.knobs["norm_kernel"] = "fused"
+    elif norm == "rmsnorm":
+        a.knobs["norm_kernel"] = "eager-fp32"
+    elif norm in ("layernorm", "np_layernorm"):
+        a.draft.ignore("model.norm_type", f"{norm}: the model file's norm is kept")
+    else:
+        raise a.error("model.norm_type", f"must be rmsnorm, fused_rmsnorm, layernorm or np_layernorm, "
+                                         f"got {str(norm)[:40]!r}")

@@ -241,6 +241,22 @@ def test_torchtitan_older_spelling():
     assert imp.stack_overrides["fp8_allgather"] is True and "training.local_batch_size" not in imp.defaults
 
 
+def test_torchtitan_2024_norm_type():
+    # torchtitan's 2024 configs: norm_type = "rmsnorm" is its own eager fp32 RMSNorm class (train_configs/
+    # llama3_70b.toml @0413364), "fused_rmsnorm" the Triton kernel; compiled, Inductor fuses the eager one.
+    eager = from_torchtitan("[model]\nnorm_type = 'rmsnorm'\n", world_size=8)
+    assert eager.stack == "fsdp2" and eager.stack_overrides["norm_kernel"] == "eager-fp32"
+    assert "model.norm_type" not in _ignored(eager)
+    fused = from_torchtitan("[model]\nnorm_type = 'fused_rmsnorm'\n", world_size=8)
+    assert fused.stack_overrides.get("norm_kernel", "fused") == "fused"     # the preset's already
+    compiled = from_torchtitan("[model]\nnorm_type = 'rmsnorm'\n[training]\ncompile = true\n", world_size=8)
+    assert compiled.stack == "fsdp2-compile" and compiled.stack_overrides.get("norm_kernel", "fused") == "fused"
+    assert "norm_kernel" not in from_torchtitan("[training]\nseq_len = 2048\n", world_size=8).stack_overrides
+    assert "model.norm_type" in _ignored(from_torchtitan("[model]\nnorm_type = 'layernorm'\n", world_size=8))
+    with pytest.raises(SpecError, match="model.norm_type"):
+        from_torchtitan("[model]\nnorm_type = 'batchnorm'\n", world_size=8)
+
+
 # --- DeepSpeed --------------------------------------------------------------------------------------
 
 
