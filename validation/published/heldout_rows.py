@@ -150,13 +150,17 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
     HeldoutRun("llm-foundry MPT-70B 64xA100-80GB", "mpt-70b", "dgx-a100-80gb", 8, "llm-foundry", 2048, 8, 2048,
                "bf16", "tokens/s/GPU", 410.0, _LF_DEF,
                _LF + "table 'A100 80GB with 1600 Gbps node-node interconnect (RoCE)', row 70b/2048/64 GPUs",
-               recompute="full",
-               assumptions=_LF_ASSUME + ("1600 Gb/s RoCE per node modelled as 8 x HDR 200 Gb/s",)),
+               recompute="full", stack_knobs=(("grad_reduce_fp32", False),),
+               assumptions=_LF_ASSUME + ("1600 Gb/s RoCE per node modelled as 8 x HDR 200 Gb/s",
+                                         "MP mode PURE: parameters gathered and gradients reduced in bf16 "
+                                         "(Composer mosaic_fsdp_utils.get_mixed_precision @d534e0a)")),
     HeldoutRun("llm-foundry MPT-13B 64xA100-40GB", "mpt-13b", "dgx-a100-40gb", 8, "llm-foundry", 1024, 16, 2048,
                "bf16", "tokens/s/GPU", 1976.0, _LF_DEF,
                _LF + "table 'A100 40GB with 1600 Gbps node-node interconnect (RoCE)', row 13b/2048/64 GPUs",
-               recompute="full",
-               assumptions=_LF_ASSUME + ("1600 Gb/s RoCE per node modelled as 8 x HDR 200 Gb/s",)),
+               recompute="full", stack_knobs=(("grad_reduce_fp32", False),),
+               assumptions=_LF_ASSUME + ("1600 Gb/s RoCE per node modelled as 8 x HDR 200 Gb/s",
+                                         "MP mode PURE: parameters gathered and gradients reduced in bf16 "
+                                         "(Composer mosaic_fsdp_utils.get_mixed_precision @d534e0a)")),
     # --- PyTorch FSDP (IBM fms-fsdp), Llama 2 7B on 128 x A100 80GB --------------------------------
     HeldoutRun("PyTorch FSDP Llama2-7B 128xA100", "llama2-7b", "dgx-a100-80gb", 16, "fsdp2", 256, 2, 4096, "bf16",
                "tokens/s/GPU", 3700.0, "the post's 'tokens/sec/GPU'; step = GBS·seq/(value · GPUs)",

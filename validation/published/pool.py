@@ -69,14 +69,24 @@ def source_of(record_id: str) -> str:
     return "megascale" if head.startswith("megascale") else head
 
 
+_LF_DEFAULT_MP = ("amp_bf16 with FSDP mixed precision DEFAULT: bf16 parameters gathered, gradients reduced in fp32 "
+                  "(Composer mosaic_fsdp_utils.get_mixed_precision @d534e0a, Oct 2023): the preset's")
+_LF_PURE_MP = ("FSDP mixed precision PURE: parameters gathered and gradients reduced in bf16 (Composer "
+               "mosaic_fsdp_utils.get_mixed_precision @d534e0a): grad_reduce_fp32 off")
+
+
 def _mpt(rec: dict) -> HeldoutRun | str:
     p, m, h = rec["parallel"], rec["model"], rec["hardware"]
     gpus = int(h["num_gpus"])
     recompute = "full" if str(p["recompute"]).startswith("full") else "none"
     seq = int(m["seq_len"])
     assumptions = _LF_DEFAULTS + (_LF_NET,)
+    knobs: tuple = ()
     if p.get("fsdp_mixed_precision") == "DEFAULT":
-        assumptions += ("amp_bf16 with FSDP mixed precision DEFAULT (fp32 parameters gathered) modelled as bf16",)
+        assumptions += (_LF_DEFAULT_MP,)
+    elif p.get("fsdp_mixed_precision") == "PURE":
+        assumptions += (_LF_PURE_MP,)
+        knobs = (("grad_reduce_fp32", False),)
     return HeldoutRun(
         rec["id"], m["name"], "dgx-a100-80gb", gpus // 8, "llm-foundry", int(p["global_batch"]),
         int(p["micro_batch"]), seq, "bf16", "tokens/s/GPU", float(rec["measured"]["tokens_per_s_per_gpu"]),
