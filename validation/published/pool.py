@@ -91,7 +91,7 @@ def _mpt(rec: dict) -> HeldoutRun | str:
         rec["id"], m["name"], "dgx-a100-80gb", gpus // 8, "llm-foundry", int(p["global_batch"]),
         int(p["micro_batch"]), seq, "bf16", "tokens/s/GPU", float(rec["measured"]["tokens_per_s_per_gpu"]),
         "README column 'Throughput (T/s/GPU)'; step = GBS·seq/(T/s/GPU · GPUs)", rec["source"]["citation"],
-        recompute=recompute, assumptions=assumptions)
+        recompute=recompute, assumptions=assumptions, stack_knobs=knobs)
 
 
 _TT_MODELS = {"Llama 3.1-8B": "llama3-8b", "Llama 3.1-70B": "llama3-70b", "Llama 2-13B": "llama2-13b",
