@@ -25,6 +25,9 @@ Per step (data parallelism over dp × cp ranks):
   16-bit parameters, overlapped with the first forward (Megatron-Core --overlap-param-gather: exposed
   before it, phase ``step-start``) or after the optimizer step (exposed);
 * ZeRO-3 / FSDP: the reduce-scatter, in what the parameter gathers leave of the link.
+* A stack that reduces in every micro-batch's backward (``Stack.grad_reduce_every_micro_batch``: FSDP
+  without ``no_sync``) also runs the m − 1 earlier reductions, each behind its own micro-batch's
+  backward (phase ``accum``, charged with the step's sync).
 
 Overlap is composed so that no hiding window is counted twice and a faster device, memory or link
 never lengthens a step: a phase's duration is built up in layers — its compute, then what the ops'
@@ -260,6 +263,20 @@ def reduced_grad_bytes(stack, reg: Regime) -> float:
     return 4.0 if stack.grad_reduce_fp32 and reg.master_bytes else float(reg.grad_bytes)
 
 
+def _accumulated_reductions(cfg, lay, kind: str, grad_bytes: float, total_s: float, hide_s: float) -> list:
+    """The m − 1 reductions a stack that syncs every micro-batch (``Stack.grad_reduce_every_micro_batch``)
+    runs before the step's last one, each hidden behind its own micro-batch's backward on the stage
+    (``hide_s``: all its chunks, less the parameter gathers on the same link) as the last one is behind
+    the step's last backward task. Charged with the step's sync (phase ``accum``). Not under pipelining:
+    PyTorch's pipeline schedules turn FSDP's gradient sync on for each stage's last backward only."""
+    extra = lay.micro_batches - 1 if lay.pp == 1 else 0
+    if not cfg.stack.grad_reduce_every_micro_batch or extra < 1:
+        return []
+    exposed = _bucketed_exposed(total_s, grad_bytes, cfg.dp_bucket_bytes, hide_s) if cfg.dp_overlap else total_s
+    return [CommTask("dp", kind, "accum", grad_bytes, total_s, extra, overlap_s=extra * (total_s - exposed),
+                     slowdown=cfg.stack.comm_compute_slowdown)]
+
+
 def step_comm(pm, cfg, lay, reg: Regime, comm, fw_task_s: float, bw_task_s: float, gather_s: float = 0.0) -> tuple:
     """Data-parallel sync of one step for this stage's ranks. ``bw_task_s``: the rank's last
     backward task (one chunk of the last micro-batch, everything in it), all that can hide the
@@ -278,6 +295,7 @@ def step_comm(pm, cfg, lay, reg: Regime, comm, fw_task_s: float, bw_task_s: floa
     total = comm.dp_s(kind, grad_bytes)
     exposed = _bucketed_exposed(total, grad_bytes, cfg.dp_bucket_bytes, hide) if cfg.dp_overlap else total
     out.append(CommTask("dp", kind, "step", grad_bytes, total, 1, overlap_s=total - exposed, slowdown=slow))
+    out.extend(_accumulated_reductions(cfg, lay, kind, grad_bytes, total, max(0.0, bw_task_s - gather_s) * lay.v))
     if 1 <= cfg.zero_stage < 3:
         param_bytes = pm.params_count * reg.weight_bytes
         ag = comm.dp_s("allgather", param_bytes)

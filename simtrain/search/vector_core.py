@@ -134,7 +134,7 @@ def _dp_side(g: _Group, blocks) -> dict:
                "fsdp": False, "g_s": 0.0, "layers": 1, "gathered": 0.0}
         tasks = step_comm(pm, cfg, lay, s.reg, comm, 0.0, 0.0)  # which collectives, their seconds
         bucket = cfg.dp_bucket_bytes
-        for t in tasks:
+        for t in (t for t in tasks if t.phase != "accum"):  # the accumulated reductions: _stage_time
             name = "grad" if t.kind != "allgather" else "ag"
             out.update({f"{name}_s": t.seconds, f"{name}_buckets": max(1, math.ceil(t.bytes / bucket)), "sync": True})
         gathers = _fsdp_tasks(pm, cfg, lay, s.reg, comm, 0.0, 0.0, len(blocks))
@@ -195,6 +195,9 @@ def _stage_time(g: _Group, stage: int, blocks, cache: dict, k: dict) -> dict:
     rc = np.where(waits, rules.host_bound_s(comp["rc"], comp["rck"], hd, True), comp["rc"])
     before, after, hid_step = rules.step_sync_s(d, (fw + exp_fw) / g.v, (bw + rc + exp_bw) / g.v, gathers / g.v,
                                                 k["zero"], k["dp_overlap"], k["slow"])
+    extra_after, extra_hid = rules.accumulated_sync_s(d, g.m, (bw + rc + exp_bw) - gathers, k["every_mb"] & (g.p == 1),
+                                                      k["dp_overlap"], k["slow"])
+    after, hid_step = after + extra_after, hid_step + extra_hid
     forward, backward = fw + exp_fw, bw + rc + e_bw_phase + loc["e_rc"]
     return {"fw": fw, "bw": bw, "rc": rc, "rcf": comp["rcf"], "mem": comp["mem"], "forward": forward,
             "backward": backward, "before": np.where(d["sync"], before, 0.0),

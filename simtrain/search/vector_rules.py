@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["exposed_s", "host_bound_s", "bucketed_exposed_s", "prefetched_exposed_s", "step_sync_s"]
+__all__ = ["exposed_s", "host_bound_s", "bucketed_exposed_s", "prefetched_exposed_s", "step_sync_s",
+           "accumulated_sync_s"]
 
 
 def exposed_s(total_s, overlap_s, slowdown: float):
@@ -59,3 +60,13 @@ def step_sync_s(d: dict, fw_task_s, bw_task_s, gather_s, zero_stage, dp_overlap,
     hidden = np.where(gathers & dp_overlap, hidden + slowdown * np.minimum(ag, ag - ag_exposed), hidden)
     after = np.where(gathers & ~dp_overlap, after + exposed_s(ag * 1, 0.0, slowdown), after)
     return before, after, hidden
+
+
+def accumulated_sync_s(d: dict, micro_batches, hide_s, every_mb, dp_overlap, slowdown):
+    """(exposed, interference) of ``comm_tasks._accumulated_reductions``: the m − 1 gradient reductions
+    before the step's last, each behind its own micro-batch's backward (``hide_s``), for the points
+    whose stack reduces every micro-batch (``every_mb``) and whose group has a gradient sync."""
+    total = d["grad_s"]
+    extra = np.where(every_mb & d["sync"], np.maximum(micro_batches - 1, 0), 0)
+    exposed = np.where(dp_overlap, bucketed_exposed_s(total, d["grad_buckets"], np.maximum(0.0, hide_s)), total)
+    return extra * (exposed + slowdown * (total - exposed)), extra * slowdown * (total - exposed)

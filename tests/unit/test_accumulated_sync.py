@@ -1,0 +1,74 @@
+"""Gradient reductions in every micro-batch (``Stack.grad_reduce_every_micro_batch``: FSDP without
+``no_sync``): the m − 1 earlier reductions, each behind its own micro-batch's backward."""
+
+from __future__ import annotations
+
+import pytest
+
+import simtrain as st
+from simtrain.estimator import build_program
+from simtrain.parallel.comm_tasks import _bucketed_exposed
+from simtrain.specs.stack import load_stack, resolve_stack
+
+MODEL = "llama3-8b"
+
+
+def _program(every: bool, nodes: int = 4, gbs: int = 256, pp: int = 1, **extra):
+    stack = load_stack("fsdp2").with_overrides(grad_reduce_every_micro_batch=every, **extra)
+    cfg = resolve_stack(st.TrainConfig(global_batch_size=gbs, micro_batch_size=1, seq_len=2048, precision="bf16",
+                                       pp=pp, stack=stack))
+    return build_program(st.load_model(MODEL), st.load_cluster("dgx-h100", nodes=nodes), cfg)
+
+
+def test_m_minus_one_more_reductions_each_behind_its_micro_batch():
+    # 32 GPUs, 256 sequences of 1: 8 micro-batches per rank; 7 reductions before the step's own
+    prog = _program(True)
+    stage = prog.stages[0]
+    m = prog.layout.micro_batches
+    assert m == 8
+    last = next(t for t in stage.step_comm if t.phase == "step")
+    accum = next(t for t in stage.step_comm if t.phase == "accum")
+    assert (accum.kind, accum.count, accum.seconds, accum.bytes) == ("reducescatter", m - 1, last.seconds, last.bytes)
+    # each hides behind one micro-batch's backward less the parameter gathers on the same link
+    gathers = sum(t.total_s for t in stage.comm if t.axis == "dp" and t.phase == "bw")
+    hide = stage.backward_s - gathers
+    cfg = prog.cfg
+    exposed = _bucketed_exposed(last.seconds, last.bytes, cfg.dp_bucket_bytes, hide)
+    slow = cfg.stack.comm_compute_slowdown
+    assert accum.exposed_s == pytest.approx((m - 1) * (exposed + slow * (last.seconds - exposed)))
+    off = _program(False).stages[0]
+    assert not [t for t in off.step_comm if t.phase == "accum"]
+    assert stage.sync_after_s == pytest.approx(off.sync_after_s + accum.exposed_s)
+
+
+def test_no_accumulation_or_pipelining_adds_nothing():
+    one = _program(True, nodes=1, gbs=8)                        # 8 ranks, 8 sequences: one micro-batch
+    assert one.layout.micro_batches == 1
+    assert not [t for t in one.stages[0].step_comm if t.phase == "accum"]
+    piped = _program(True, nodes=1, gbs=64, pp=2)               # pipeline schedules sync on the last backward
+    assert piped.layout.micro_batches > 1
+    assert not [t for s in piped.stages for t in s.step_comm if t.phase == "accum"]
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")   # a vectorized point falling back would warn
+def test_the_step_grows_by_the_extra_reductions_in_both_engines_and_the_sweep():
+    model, cluster = st.load_model(MODEL), st.load_cluster("dgx-h100", nodes=4)
+
+    def cfg(every):
+        return st.TrainConfig(global_batch_size=256, micro_batch_size=1, seq_len=2048, precision="bf16",
+                              stack=load_stack("fsdp2").with_overrides(grad_reduce_every_micro_batch=every))
+    on, off = st.estimate(model, cluster, cfg(True)), st.estimate(model, cluster, cfg(False))
+    assert on.step_time_s > off.step_time_s
+    assert st.simulate(model, cluster, cfg(True)).step_time_s == pytest.approx(on.step_time_s, rel=1e-6)
+    grid = {"global_batch_size": [64, 128, 256, 512]}      # 2, 4, 8 and 16 micro-batches per rank
+    swept = st.sweep(model, cluster, cfg(True), grid)     # "auto": the vectorized rows
+    for gbs, row in zip(grid["global_batch_size"], swept.itertuples(), strict=True):
+        point = st.estimate(model, cluster, cfg(True).model_copy(update={"global_batch_size": gbs}))
+        assert row.step_time_s == pytest.approx(point.step_time_s, rel=1e-9), gbs
+
+
+def test_presets():
+    for name in ("fsdp2", "fsdp2-compile", "llm-foundry"):
+        assert load_stack(name).grad_reduce_every_micro_batch, name
+    for name in ("megatron-core", "megatron-lm", "deepspeed", "reference", "ddp"):
+        assert not load_stack(name).grad_reduce_every_micro_batch, name
