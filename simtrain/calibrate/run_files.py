@@ -1,4 +1,5 @@
-"""Measured runs from a file: ``load_run_records(path)`` → a list of :class:`~simtrain.calibrate.runs.RunRecord`.
+"""Measured runs from a file: ``load_run_records(path)`` → a list of
+:class:`~simtrain.calibrate.run_record.RunRecord`.
 
 A CSV (header row) or JSON Lines file (one object per line), one run per row. Columns:
 
@@ -31,7 +32,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from simtrain.calibrate.runs import RunRecord
+from simtrain.calibrate.run_record import RunRecord
 from simtrain.errors import SimtrainError, SpecError
 from simtrain.specs.reading import env_bytes, parse_json, read_bytes
 

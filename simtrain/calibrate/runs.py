@@ -1,5 +1,5 @@
 """One-shot calibration from measured training runs (``st.RunRecord`` → ``st.calibrate_runs`` →
-``st.Calibration``): the fit, the factors it fits, its memory term, and run records from files.
+``st.Calibration``): the fit and the factors it fits.
 
 Run calibration
 ---------------
@@ -37,34 +37,17 @@ model's transient tensors (the memory term below, ``Calibration.memory_scale``;
 Any cluster size: records may come from one device or many nodes, and ``cal.apply`` takes any node
 count: the factors scale the device's efficiency profile (communication: every link tier alike).
 
-The memory term
----------------
-
-The memory term of one-shot calibration: ``Stack.transient_memory_scale`` from measured peaks.
-
-The memory model is linear in the scale on its transient tensors (activations kept for the backward
-and the backward's working set, ``parallel/memory_plan.py``): a record's predicted peak of the kind it
-measured (reserved or allocated, ``RunRecord.peak_memory_kind``) is ``base + f · slope``, read off two
-estimates (f = 1 and f = 2) so every mechanism of the memory model stays in the loop. ``f`` minimises
-the relative residuals Σ ((base + f · slope) / measured − 1)² over the records that give a peak, in
-closed form, clipped to :data:`MEMORY_SCALE_BOUNDS` (at a bound its uncertainty is infinite). Its uncertainty is the standard error of that
-least-squares slope with the residual scatter floored at :data:`MEMORY_NOISE`. The time factors
-never touch memory, so the two fits are independent.
-
-The factors are in :mod:`simtrain.calibrate.factors`; run records from files in
-:mod:`simtrain.calibrate.run_files`.
+The factors are in :mod:`simtrain.calibrate.factors`, the memory term in
+:mod:`simtrain.calibrate.memory_term`, the records and the result in
+:mod:`simtrain.calibrate.run_record`; run records from files in :mod:`simtrain.calibrate.run_files`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any
 
 import numpy as np
-from pydantic import Field
 
 from simtrain.calibrate.factors import (  # noqa: F401  (re-exported: the fit's factors, as before)
     BOUNDS,
@@ -76,73 +59,27 @@ from simtrain.calibrate.factors import (  # noqa: F401  (re-exported: the fit's 
     scaled_device,
     scaled_efficiency,
 )
+from simtrain.calibrate.memory_term import (  # noqa: F401  (re-exported)
+    MEMORY_NOISE,
+    MEMORY_SCALE_BOUNDS,
+    fit_memory_scale,
+    predicted_peak,
+    with_memory_scale,
+)
+from simtrain.calibrate.run_record import (  # noqa: F401  (re-exported)
+    Calibration,
+    ClassFit,
+    RecordFit,
+    RunRecord,
+    load_calibration,
+)
 from simtrain.errors import SpecError
-from simtrain.specs.base import Spec
-from simtrain.specs.hardware import Cluster
-from simtrain.specs.stack import named_stack
 
 __all__ = ["FACTORS", "BOUNDS", "CLASS_FACTORS", "class_factor", "scaled_efficiency", "scaled_device",
            "scaled_cluster", "check_factors", "MEMORY_SCALE_BOUNDS", "MEMORY_NOISE", "fit_memory_scale",
            "with_memory_scale", "predicted_peak", "RunRecord", "Calibration", "RecordFit", "ClassFit",
            "calibrate_runs", "load_calibration", "RUN_NOISE", "MAX_UNCERTAINTY"]
 
-
-# ──── The memory term ───────────────────────────────────────────────────────────────────────────────
-
-MEMORY_SCALE_BOUNDS = (0.5, 2.0)
-"""A measured peak may halve or double the modelled transient memory, no more: beyond that the
-layout or the recompute policy is wrong, not the model's bytes per tensor."""
-
-MEMORY_NOISE = 0.01
-"""Floor of the relative residual scatter: a peak reading moves by ~1 % between steps and ranks
-(allocator state)."""
-
-
-def with_memory_scale(cfg, device, scale: float):
-    """``cfg`` with its stack's ``transient_memory_scale`` set to ``scale`` (the stack it runs on
-    ``device``: its own, or the GPU default when it names none)."""
-    stack = named_stack(cfg, device).with_overrides(transient_memory_scale=scale)
-    return cfg.model_copy(update={"stack": stack})
-
-
-def predicted_peak(rec, scale: float = 1.0) -> float | None:
-    """The record's predicted peak of the kind it measured, with the transient scale ``scale``."""
-    from simtrain.estimator import estimate
-    r = estimate(rec.model, rec.cluster, with_memory_scale(rec.config, rec.cluster.device, scale))
-    if r.memory is None:
-        return None
-    return r.memory.total_bytes if rec.peak_memory_kind == "allocated" else r.memory.reserved_bytes
-
-
-def fit_memory_scale(records) -> tuple[float, float] | None:
-    """(scale, relative standard error) from the records that give ``peak_memory_bytes``; None when
-    none does (or none has transient memory to scale)."""
-    rows = []
-    for rec in records:
-        if rec.peak_memory_bytes is None:
-            continue
-        one, two = predicted_peak(rec, 1.0), predicted_peak(rec, 2.0)
-        if one is None or two is None or two <= one:
-            continue
-        slope = two - one
-        rows.append((one - slope, slope, float(rec.peak_memory_bytes)))
-    if not rows:
-        return None
-    # relative least squares: residual_i = (base_i + f · slope_i) / m_i − 1 = f · x_i − y_i
-    xs = [s / m for _, s, m in rows]
-    ys = [1.0 - b / m for b, _, m in rows]
-    sxx = sum(x * x for x in xs)
-    lo, hi = MEMORY_SCALE_BOUNDS
-    raw = sum(x * y for x, y in zip(xs, ys, strict=True)) / sxx
-    f = min(hi, max(lo, raw))
-    if f != raw:  # at a bound: the peaks ask for more than the term may give
-        return f, math.inf
-    dof = max(1, len(rows) - 1)
-    scatter = max(MEMORY_NOISE, math.sqrt(sum((f * x - y) ** 2 for x, y in zip(xs, ys, strict=True)) / dof))
-    return f, scatter / math.sqrt(sxx) / f
-
-
-# ──── Run calibration ───────────────────────────────────────────────────────────────────────────────
 
 RUN_NOISE = 0.02
 """Relative run-to-run spread of a measured step time (steady-state steps of one job vary by ~1–3 %):
@@ -155,232 +92,6 @@ that sits at a bound (unbounded uncertainty), is dropped and the others refitted
 identify it, and a free factor the data cannot pin only moves predictions elsewhere at random."""
 
 
-@dataclass(frozen=True)
-class RunRecord:
-    """One measured run: what was trained, on what, how, and the measured step time (and memory)."""
-
-    model: Any
-    cluster: Any
-    config: Any
-    step_time_s: float
-    peak_memory_bytes: float | None = None
-    """Measured peak memory of the busiest rank, if known: ``torch.cuda.max_memory_reserved`` or
-    ``max_memory_allocated``, as ``peak_memory_kind`` says."""
-    name: str = ""
-    peak_memory_kind: str = "reserved"
-    """Which peak ``peak_memory_bytes`` is: "reserved" (what the process took from the device, the
-    figure nvidia-smi and most framework logs show) or "allocated" (the tensors alone). The memory
-    residual compares it with the matching prediction (``MemoryReport.reserved_bytes`` or
-    ``total_bytes``)."""
-
-    def __post_init__(self) -> None:
-        from simtrain.graph.model import Model
-        from simtrain.specs.train import TrainConfig
-        where = f"RunRecord {self.name!r}" if self.name else "RunRecord"
-        for field, kind in (("model", Model), ("cluster", Cluster), ("config", TrainConfig)):
-            if not isinstance(getattr(self, field), kind):
-                raise SpecError.one(where, field, f"must be a {kind.__name__} (got {type(getattr(self, field)).__name__}); "
-                                    f"load it with st.load_{field if field != 'config' else 'job'} or build it")
-        if self.peak_memory_kind not in ("reserved", "allocated"):
-            raise SpecError.one(where, "peak_memory_kind", f"must be 'reserved' or 'allocated' "
-                                f"(got {str(self.peak_memory_kind)[:40]!r})")
-        for field in ("step_time_s", "peak_memory_bytes"):
-            v = getattr(self, field)
-            if v is None and field == "peak_memory_bytes":
-                continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise SpecError.one(where, field, "must be a finite number > 0")
-
-    @property
-    def label(self) -> str:
-        return self.name or f"{self.model.name} on {self.cluster.devices_count} × {self.cluster.device.name}"
-
-    @classmethod
-    def from_profiler_trace(cls, path: str | Path, model, cluster, config, steps: int | None = None,
-                            name: str = "") -> RunRecord:
-        """A run whose step time is the mean marked step of a ``torch.profiler`` trace (ProfilerStep#
-        or Optimizer.step# spans; :mod:`simtrain.calibrate.trace`). For per-class factors from the
-        same trace use :func:`simtrain.calibrate.trace_fit.calibrate_classes`."""
-        from simtrain.calibrate.trace import read_profiler_trace
-        from simtrain.inputs import as_cluster, as_config, as_model
-        times = read_profiler_trace(path, steps=steps)
-        if times.step_s is None:
-            raise SpecError.one(str(path), "traceEvents", "no step markers to time a step by (profile with "
-                                "torch.profiler's schedule and prof.step(), or a torch.optim optimizer)")
-        return cls(model=as_model(model), cluster=as_cluster(cluster), config=as_config(config),
-                   step_time_s=times.step_s, name=name or Path(path).name)
-
-
-class RecordFit(Spec):
-    """One record after the fit: measured vs predicted (and the same with it left out)."""
-
-    name: str
-    measured_s: float
-    predicted_s: float
-    loo_predicted_s: float | None = None
-    measured_memory_bytes: float | None = None
-    """The run's measured peak memory (``RunRecord.peak_memory_bytes``), if given."""
-    predicted_memory_bytes: float | None = None
-    """Predicted peak reserved bytes of the busiest rank (``StepReport.memory.reserved_bytes``)."""
-    predicted_allocated_bytes: float | None = None
-    """Predicted peak allocated bytes of that rank (``StepReport.memory.total_bytes``)."""
-    memory_kind: str = "reserved"
-    """Which peak the measured number is (``RunRecord.peak_memory_kind``): the residual compares it
-    with the prediction of the same kind."""
-    memory_capacity_bytes: Annotated[float, Field(gt=0)] | None = None
-    """That rank's usable device memory: predicted reserved above it is a run predicted not to fit."""
-
-    @property
-    def error(self) -> float:
-        return self.predicted_s / self.measured_s - 1.0
-
-    @property
-    def memory_error(self) -> float | None:
-        """Relative memory residual predicted / measured − 1 (None without both numbers)."""
-        predicted = self.predicted_allocated_bytes if self.memory_kind == "allocated" else self.predicted_memory_bytes
-        if predicted is None or not self.measured_memory_bytes:
-            return None
-        return predicted / self.measured_memory_bytes - 1.0
-
-    @property
-    def predicted_overflow(self) -> bool:
-        """True when the predicted reserved bytes exceed the usable capacity."""
-        return (self.predicted_memory_bytes is not None and self.memory_capacity_bytes is not None
-                and self.predicted_memory_bytes > self.memory_capacity_bytes)
-
-    @property
-    def loo_error(self) -> float | None:
-        return None if self.loo_predicted_s is None else self.loo_predicted_s / self.measured_s - 1.0
-
-
-class ClassFit(Spec):
-    """One group of a profiler trace (an op class, ``optimizer``, ``unmapped``): seconds per step."""
-
-    group: str
-    measured_s: Annotated[float, Field(ge=0)]
-    predicted_s: Annotated[float, Field(ge=0)]
-    """Before the fit."""
-    fitted_s: Annotated[float, Field(ge=0)]
-    """With the fitted factors."""
-    units: Annotated[float, Field(ge=0)] = 0.0
-    """Top-level op calls per step in the trace."""
-    fitted: bool = False
-    """True when the group had enough time to take part in the fit."""
-
-
-class Calibration(Spec):
-    """Fitted stack-level factors and how well they hold."""
-
-    factors: dict[str, Annotated[float, Field(gt=0)]]
-    """Fitted multipliers (see :data:`FACTORS`); factors not fitted are absent (= 1)."""
-    uncertainty: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=True)]] = Field(default_factory=dict)
-    """Relative standard error of each fitted factor (0.03 = ±3 %; inf when the runs cannot pin it)."""
-    loo_error: Annotated[float, Field(ge=0)] | None = None
-    """Mean absolute leave-one-out error of the step time (None with one record)."""
-    records: list[RecordFit] = Field(default_factory=list)
-    stack: str | None = None
-    """The stack the records ran (the factors belong to it)."""
-    device: str | None = None
-    source: str = "st.calibrate_runs"
-    classes: list[ClassFit] = Field(default_factory=list)
-    """Per op class of a profiler-trace calibration (st.calibrate_classes): measured vs predicted."""
-    measured_step_s: Annotated[float, Field(gt=0)] | None = None
-    """The traced run's mean step wall time (None without step markers)."""
-    warnings: tuple[str, ...] = ()
-    """One line per record that ran although predicted not to fit in memory (its time fitted anyway)."""
-    memory_scale: Annotated[float, Field(gt=0)] | None = None
-    """Fitted ``Stack.transient_memory_scale`` from the records' measured peaks (None: no record gave one)."""
-    memory_scale_uncertainty: Annotated[float, Field(ge=0, allow_inf_nan=True)] | None = None
-    """Its relative standard error (inf when it sits at a bound of ``MEMORY_SCALE_BOUNDS``)."""
-
-    def model_post_init(self, _context) -> None:
-        check_factors(self.factors)
-
-    def apply(self, cluster):
-        """``cluster`` with the fitted factors applied to its device's efficiency profile."""
-        return scaled_cluster(cluster, self.factors, f"calibration ({self.source})")
-
-    def config(self, cfg, device=None):
-        """``cfg`` with the fitted memory term on its stack (unchanged when no peak was fitted); ``device``
-        picks the stack a config naming none runs (the GPU default)."""
-        if self.memory_scale is None:
-            return cfg
-        return with_memory_scale(cfg, device, self.memory_scale)
-
-    def to_yaml(self, path: str | Path) -> Path:
-        import yaml
-
-        from simtrain.outputs import YAML_SUFFIXES, check_output_path
-        path = check_output_path(path, "path", YAML_SUFFIXES)  # its folder made; a directory refused
-        doc = {"spec": "calibration", **self.model_dump(mode="json")}
-        path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-        return path
-
-    def summary(self) -> str:
-        what = f"{len(self.records)} run(s)" if self.records or not self.classes else self.source
-        lines = [f"calibration of stack {self.stack or '(none named)'} on {self.device or '?'}: {what}"]
-        for name, value in self.factors.items():
-            lines.append(f"  {name:<18} {value:.3f} ± {100 * self.uncertainty.get(name, float('nan')):.1f} %")
-        if self.memory_scale is not None:
-            unc = self.memory_scale_uncertainty if self.memory_scale_uncertainty is not None else float("nan")
-            lines.append(f"  {'memory (transient)':<18} {self.memory_scale:.3f} ± {100 * unc:.1f} %  "
-                         "(Calibration.config applies it)")
-        for r in self.records:
-            loo = "" if r.loo_error is None else f"   left out {100 * r.loo_error:+.1f} %"
-            lines.append(f"  {r.name:<40} measured {r.measured_s:.4g} s  fitted {100 * r.error:+.1f} %{loo}")
-            lines += _memory_lines(r)
-        if self.loo_error is not None:
-            lines.append(f"  leave-one-out mean |error| {100 * self.loo_error:.1f} %")
-        lines += [f"  warning: {w}" for w in self.warnings]
-        return "\n".join(lines + self._class_lines())
-
-    def _class_lines(self) -> list[str]:
-        if not self.classes:
-            return []
-        lines = [f"  {'group':<12} {'measured':>11} {'predicted':>11} {'fitted':>11}   per step"]
-        for c in self.classes:
-            mark = "" if c.fitted else ("   (not in the model)" if c.predicted_s == 0 else "   (too little time: factor 1)")
-            lines.append(f"  {c.group:<12} {1e3 * c.measured_s:>8.3f} ms {1e3 * c.predicted_s:>8.3f} ms "
-                         f"{1e3 * c.fitted_s:>8.3f} ms{mark}")
-        if self.measured_step_s is not None:
-            covered = sum(c.measured_s for c in self.classes)
-            lines.append(f"  step {1e3 * self.measured_step_s:.3f} ms, of which {100 * covered / self.measured_step_s:.0f} % "
-                         "inside ops (the rest: Python and the autograd engine between them)")
-        return lines
-
-
-def _memory_lines(r: RecordFit) -> list[str]:
-    """The record's memory: predicted reserved vs usable, and vs measured when the run gave it."""
-    from simtrain.report.format import format_bytes
-    if r.predicted_memory_bytes is None:
-        return []
-    cap = "" if r.memory_capacity_bytes is None else f" of {format_bytes(r.memory_capacity_bytes)} usable"
-    over = "  (predicted not to fit)" if r.predicted_overflow else ""
-    measured = "" if r.memory_error is None else (f"  measured {format_bytes(r.measured_memory_bytes)} "
-                                                  f"{r.memory_kind}  memory {100 * r.memory_error:+.1f} %")
-    alloc = "" if r.predicted_allocated_bytes is None else f" ({format_bytes(r.predicted_allocated_bytes)} allocated)"
-    return [f"    memory: predicted {format_bytes(r.predicted_memory_bytes)} reserved{alloc}{cap}{measured}{over}"]
-
-
-def load_calibration(path: str | Path) -> Calibration:
-    """Read a calibration written by ``Calibration.to_yaml`` (safe YAML, validated, size-capped)."""
-    from pydantic import ValidationError
-
-    from simtrain.specs.base import spec_error_from_validation
-    from simtrain.specs.reading import read_yaml_file
-    path = Path(path)
-    doc, _ = read_yaml_file(path, limit=4 * 2**20, what="calibration")  # regular file, capped, bounded YAML
-    if not isinstance(doc, dict) or doc.pop("spec", None) != "calibration":
-        raise SpecError.one(str(path), "spec", "not a calibration file: it starts with 'spec: calibration'")
-    try:
-        return Calibration.model_validate(doc)
-    except ValidationError as err:
-        raise spec_error_from_validation(err, str(path)) from None
-    except SpecError as err:
-        raise SpecError.one(str(path), "factors", str(err)) from None
-
-
-# ----------------------------------------------------------------------------------------------
 def _predict(rec: RunRecord, factors: dict[str, float]):
     from simtrain.estimator import estimate
     return estimate(rec.model, scaled_cluster(rec.cluster, factors) if factors else rec.cluster, rec.config)
@@ -539,5 +250,3 @@ def _overflow_warning(fit: RecordFit, reasons) -> str:
                                                     f"predicted {100 * fit.memory_error:+.1f} %)")
     return (f"{fit.name}: ran, yet predicted not to fit in memory: {why}{measured}; "
             "its step time is fitted all the same")
-
-

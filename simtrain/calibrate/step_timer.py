@@ -88,9 +88,9 @@ class StepTimes:
         return statistics.median(self.fresh_bytes) if self.fresh_bytes else None
 
     def record(self, model, cluster, config, name: str = ""):
-        """A :class:`~simtrain.calibrate.runs.RunRecord` of these steps (the median as the step time,
+        """A :class:`~simtrain.calibrate.run_record.RunRecord` of these steps (the median as the step time,
         the peak memory where measured) for ``st.calibrate_runs``."""
-        from simtrain.calibrate.runs import RunRecord
+        from simtrain.calibrate.run_record import RunRecord
         return RunRecord(model=model, cluster=cluster, config=config, step_time_s=self.median_s,
                          peak_memory_bytes=self.peak_memory_bytes, name=name)
 

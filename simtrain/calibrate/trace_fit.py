@@ -233,7 +233,7 @@ def calibrate_classes(trace, model, cluster, config, steps: int | None = None,
     ``config``: what the traced run trained, on what, how (names, paths or objects, as ``st.estimate``).
     ``untraced_step_s``: the same step timed without the profiler; the trace's own overhead is then
     taken out first (:func:`without_profiler_overhead`)."""
-    from simtrain.calibrate.runs import Calibration, ClassFit
+    from simtrain.calibrate.run_record import Calibration, ClassFit
     from simtrain.inputs import as_cluster, as_config, as_model
     model, cluster, config = as_model(model), as_cluster(cluster), as_config(config)
     times = load_times(trace, steps, untraced_step_s)

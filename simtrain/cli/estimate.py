@@ -89,7 +89,7 @@ def load_job_inputs(args, choose: bool = False):
         model, cluster, tokens = load_model(args.model), _cluster(args.hardware, args.nodes), args.tokens
         cfg_fields = {"global_batch_size": DEFAULT_GLOBAL_BATCH, **overrides}
     if getattr(args, "calibration", None):
-        from simtrain.calibrate.runs import load_calibration
+        from simtrain.calibrate.run_record import load_calibration
         cluster = load_calibration(args.calibration).apply(cluster)
     if getattr(args, "from_framework", None):
         cfg_fields = {**cfg_fields, **_imported_fields(args.from_framework, model, cluster), **overrides}

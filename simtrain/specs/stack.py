@@ -219,7 +219,7 @@ class Stack(Spec):
     transient_memory_scale: Annotated[float, Field(gt=0, le=4)] = 1.0
     """Scale on the memory model's transient tensors (the activations kept for the backward and the
     backward's working set): 1 = as modelled. ``st.calibrate_runs`` fits it from measured peaks
-    (``RunRecord.peak_memory_bytes``) within ``calibrate.runs.MEMORY_SCALE_BOUNDS``;
+    (``RunRecord.peak_memory_bytes``) within ``calibrate.memory_term.MEMORY_SCALE_BOUNDS``;
     ``Calibration.config(cfg)`` applies it."""
     allocator_reserve_fraction: Annotated[float, Field(ge=0, le=1)] = 0.0
     """Caching-allocator reserve over the allocated peak (fragmentation, block rounding):
