@@ -25,8 +25,8 @@ Per step (data parallelism over dp × cp ranks):
   16-bit parameters, overlapped with the first forward (Megatron-Core --overlap-param-gather: exposed
   before it, phase ``step-start``) or after the optimizer step (exposed);
 * ZeRO-3 / FSDP: the reduce-scatter, in what the parameter gathers leave of the link.
-* A stack that reduces in every micro-batch's backward (``Stack.grad_reduce_every_micro_batch``: FSDP
-  without ``no_sync``) also runs the m − 1 earlier reductions, each behind its own micro-batch's
+* A stack that reduces in every micro-batch's backward (``Stack.grad_sync_every_micro_batch_from_zero``:
+  FSDP without ``no_sync``, DeepSpeed from ZeRO-2) also runs the m − 1 earlier reductions, each behind its own micro-batch's
   backward (phase ``accum``, charged with the step's sync).
 
 Overlap is composed so that no hiding window is counted twice and a faster device, memory or link
@@ -264,13 +264,13 @@ def reduced_grad_bytes(stack, reg: Regime) -> float:
 
 
 def _accumulated_reductions(cfg, lay, kind: str, grad_bytes: float, total_s: float, hide_s: float) -> list:
-    """The m − 1 reductions a stack that syncs every micro-batch (``Stack.grad_reduce_every_micro_batch``)
+    """The m − 1 reductions a stack that syncs every micro-batch (``Stack.syncs_every_micro_batch``)
     runs before the step's last one, each hidden behind its own micro-batch's backward on the stage
     (``hide_s``: all its chunks, less the parameter gathers on the same link) as the last one is behind
     the step's last backward task. Charged with the step's sync (phase ``accum``). Not under pipelining:
     PyTorch's pipeline schedules turn FSDP's gradient sync on for each stage's last backward only."""
     extra = lay.micro_batches - 1 if lay.pp == 1 else 0
-    if not cfg.stack.grad_reduce_every_micro_batch or extra < 1:
+    if not cfg.stack.syncs_every_micro_batch(cfg.zero_stage) or extra < 1:
         return []
     exposed = _bucketed_exposed(total_s, grad_bytes, cfg.dp_bucket_bytes, hide_s) if cfg.dp_overlap else total_s
     return [CommTask("dp", kind, "accum", grad_bytes, total_s, extra, overlap_s=extra * (total_s - exposed),

@@ -70,7 +70,8 @@ class _Setting:
     eff: object = None
     """The device's resolved efficiency profile (resolve.py)."""
     every_mb: bool = False
-    """The stack reduces gradients in every micro-batch's backward (``Stack.grad_reduce_every_micro_batch``)."""
+    """The stack reduces gradients in every micro-batch's backward at this ZeRO stage
+    (``Stack.syncs_every_micro_batch``)."""
     knobs = ("prefetch", "slow", "host_dispatch_s", "waits", "zero", "dp_overlap", "overhead", "reserve",
              "workspace", "flops_per_sample", "peak_flops_per_s", "idle", "every_mb")
 
@@ -142,7 +143,7 @@ def _setting(model, cluster, fields: dict, tables: dict):
                     overhead_fraction(cfg, stack) * cluster.device.usable_memory_bytes,
                     stack.allocator_reserve_fraction, stack.workspace_bytes,
                     _model_flops_per_sample(prepared, cfg.attention_flops), peak, stack.idle_gap_fraction,
-                    r.efficiency, stack.grad_reduce_every_micro_batch), None
+                    r.efficiency, stack.syncs_every_micro_batch(cfg.zero_stage)), None
 
 
 _OUTPUTS = ("step_time_s", "mfu", "hfu", "memory_bytes", "memory_reserved_bytes", "micro_batches", "compute_s",

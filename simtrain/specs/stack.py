@@ -199,15 +199,23 @@ class Stack(Spec):
     Meta's Llama 3 ("reduce-scatter gradients in FP32 across data parallel workers in FSDP", §3.3.2).
     False: reduced in the gradient's own dtype (DeepSpeed's ``communication_data_type`` default,
     Megatron-LM in fp16)."""
-    grad_reduce_every_micro_batch: bool = False
-    """With gradient accumulation, the data-parallel gradient reduction runs in every micro-batch's
-    backward, not once after the last: PyTorch FSDP / FSDP2 reduce-scatter each backward unless the
-    training loop turns gradient sync off (``no_sync`` / ``set_requires_gradient_sync(False)``), which
-    torchtitan's loop and Composer's (its ``no_sync`` path is for DDP only) do not. Each of the first
-    m − 1 reductions hides behind its own micro-batch's backward as the last one does behind the
-    step's (parallel/comm_tasks.py ``step_comm``, phase ``accum``); not under pipelining, whose
-    schedules (``torch.distributed.pipelining``) sync on each stage's last backward only. False:
-    Megatron (``no_sync`` until the last micro-batch), DDP under ``no_sync``."""
+    grad_sync_every_micro_batch_from_zero: Annotated[int, Field(ge=0, le=3)] | None = None
+    """From this ZeRO stage up, the data-parallel gradient reduction runs in every micro-batch's
+    backward under gradient accumulation, not once after the last. PyTorch FSDP / FSDP2 reduce-scatter
+    each backward unless the training loop turns gradient sync off (``no_sync`` /
+    ``set_requires_gradient_sync(False)``), which torchtitan's loop and Composer's (its ``no_sync`` path
+    is for DDP only) do not; DeepSpeed reduces every micro-step from ZeRO-2 up (engine.py
+    ``allreduce_gradients``: "ZeRO stage >= 2 communicates during non gradient accumulation boundaries
+    as well") and at the boundary below. Each of the first m − 1 reductions hides behind its own
+    micro-batch's backward as the last one does behind the step's (parallel/comm_tasks.py
+    ``step_comm``, phase ``accum``); not under pipelining, whose schedules sync on each stage's last
+    backward only. None: once per step (Megatron's ``no_sync`` until the last micro-batch, DDP under
+    ``no_sync``)."""
+
+    def syncs_every_micro_batch(self, zero_stage: int) -> bool:
+        """True when this stack reduces gradients in every micro-batch's backward at ``zero_stage``."""
+        return self.grad_sync_every_micro_batch_from_zero is not None and \
+            zero_stage >= self.grad_sync_every_micro_batch_from_zero
     dp_grad_copy_passes: Annotated[float, Field(ge=0, le=16)] = 0.0
     """Gradient-sized reads and writes the data-parallel wrapper adds per step beside its collective,
     when the gradients are reduced over more than one rank (one pass = reading or writing every

@@ -1,5 +1,6 @@
-"""Gradient reductions in every micro-batch (``Stack.grad_reduce_every_micro_batch``: FSDP without
-``no_sync``): the m − 1 earlier reductions, each behind its own micro-batch's backward."""
+"""Gradient reductions in every micro-batch (``Stack.grad_sync_every_micro_batch_from_zero``: FSDP
+without ``no_sync``, DeepSpeed from ZeRO-2): the m − 1 earlier reductions, each behind its own
+micro-batch's backward."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ MODEL = "llama3-8b"
 
 
 def _program(every: bool, nodes: int = 4, gbs: int = 256, pp: int = 1, **extra):
-    stack = load_stack("fsdp2").with_overrides(grad_reduce_every_micro_batch=every, **extra)
+    stack = load_stack("fsdp2").with_overrides(grad_sync_every_micro_batch_from_zero=0 if every else None, **extra)
     cfg = resolve_stack(st.TrainConfig(global_batch_size=gbs, micro_batch_size=1, seq_len=2048, precision="bf16",
                                        pp=pp, stack=stack))
     return build_program(st.load_model(MODEL), st.load_cluster("dgx-h100", nodes=nodes), cfg)
@@ -56,7 +57,8 @@ def test_the_step_grows_by_the_extra_reductions_in_both_engines_and_the_sweep():
 
     def cfg(every):
         return st.TrainConfig(global_batch_size=256, micro_batch_size=1, seq_len=2048, precision="bf16",
-                              stack=load_stack("fsdp2").with_overrides(grad_reduce_every_micro_batch=every))
+                              stack=load_stack("fsdp2").with_overrides(
+                                  grad_sync_every_micro_batch_from_zero=0 if every else None))
     on, off = st.estimate(model, cluster, cfg(True)), st.estimate(model, cluster, cfg(False))
     assert on.step_time_s > off.step_time_s
     assert st.simulate(model, cluster, cfg(True)).step_time_s == pytest.approx(on.step_time_s, rel=1e-6)
@@ -69,6 +71,22 @@ def test_the_step_grows_by_the_extra_reductions_in_both_engines_and_the_sweep():
 
 def test_presets():
     for name in ("fsdp2", "fsdp2-compile", "llm-foundry"):
-        assert load_stack(name).grad_reduce_every_micro_batch, name
-    for name in ("megatron-core", "megatron-lm", "deepspeed", "reference", "ddp"):
-        assert not load_stack(name).grad_reduce_every_micro_batch, name
+        assert load_stack(name).syncs_every_micro_batch(3), name
+    deepspeed = load_stack("deepspeed")              # DeepSpeed: from ZeRO-2 up, at the boundary below
+    assert [deepspeed.syncs_every_micro_batch(z) for z in range(4)] == [False, False, True, True]
+    assert not load_stack("llm-foundry").syncs_every_micro_batch(0)   # Composer's DDP: no_sync
+    for name in ("megatron-core", "megatron-lm", "reference", "ddp"):
+        assert not any(load_stack(name).syncs_every_micro_batch(z) for z in range(4)), name
+
+
+def test_deepspeed_zero1_syncs_once_zero2_every_micro_batch():
+    model, cluster = st.load_model(MODEL), st.load_cluster("dgx-h100", nodes=4)
+
+    def accum(zero):
+        cfg = resolve_stack(st.TrainConfig(global_batch_size=256, micro_batch_size=1, seq_len=2048,
+                                           precision="bf16", zero_stage=zero, stack="deepspeed"))
+        prog = build_program(model, cluster, cfg)
+        return [t for t in prog.stages[0].step_comm if t.phase == "accum"]
+    assert not accum(1)
+    (task,) = accum(2)
+    assert task.count == 7 and task.kind == "reducescatter"
