@@ -3,8 +3,9 @@
 The modules, by public verb:
 
 * ``measure.py`` — ``st.measure``: the benches of this machine → :class:`Measurements`; the neighbour
-  ranks of ``colocated=N``. The benches: ``timing.py`` (timing one callable), ``bench_ops.py`` (the ops' work
-  counts, the grids, the matrix-class benches), ``bench_vector.py`` (vector-class and memory benches),
+  ranks of ``colocated=N``. The benches: ``timing.py`` (timing one callable), ``work_counts.py`` (the ops' work
+  counts), ``bench_grids.py`` (the shapes each bench runs), ``bench_ops.py`` (the matrix-class benches
+  and what every bench shares), ``bench_vector.py`` (vector-class and memory benches),
   ``bench_memory.py`` (CPU pairs: fresh pages and the last-level cache, conv layout reorders, dropout's
   draws, an op inside a step), ``collectives_bench.py`` (collectives and the ranks' jitter, each rank a
   child process). ``records.py``: the rows and their storage; ``machine.py``: the machine's facts and

@@ -133,9 +133,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simtrain.calibrate.bench_ops import conv2d_counts, conv2d_out_hw, optimizer_counts
 from simtrain.calibrate.records import Row
 from simtrain.calibrate.timing import _sample_cpu, timing_of
+from simtrain.calibrate.work_counts import conv2d_counts, conv2d_out_hw, optimizer_counts
 from simtrain.cost.compute import COLD_GAP_CAP_S, COLD_REFERENCE_GAP_S, cold_fraction
 from simtrain.glossary import DType
 

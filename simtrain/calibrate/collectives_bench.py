@@ -82,8 +82,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from simtrain.calibrate.bench_ops import Grid, TimingPlan
+from simtrain.calibrate.bench_grids import Grid
 from simtrain.calibrate.records import Row, Unsupported
+from simtrain.calibrate.timing import TimingPlan
 from simtrain.errors import SimtrainError
 from simtrain.glossary import DType
 

@@ -21,8 +21,8 @@ against these predictions is a fit of the estimator itself (fit and estimate can
 from __future__ import annotations
 
 from simtrain.calibrate.bench_memory import activation_bytes
-from simtrain.calibrate.bench_ops import counted_causal_fraction
 from simtrain.calibrate.records import Row
+from simtrain.calibrate.work_counts import counted_causal_fraction
 from simtrain.cost.attention_work import causal_executed_fraction, priced_flash_tiles
 from simtrain.cost.compute import (
     conv_layout_seconds,
