@@ -10,11 +10,12 @@ The modules, by public verb:
   draws, an op inside a step), ``collectives_bench.py`` (collectives and the ranks' jitter, each rank a
   child process). ``records.py``: the rows and their storage; ``machine.py``: the machine's facts and
   the Device a calibration starts from.
-* ``fit.py`` — ``st.calibrate``: the calibrated Device, its residuals, its link fits, its profile on
-  disk; ``fit_compute.py``: the compute fit; ``predict.py``: the cost layer's time for one row.
-* ``runs.py`` — ``st.RunRecord``, ``st.calibrate_runs``, ``st.Calibration`` (``factors.py``: what each
-  factor scales; ``run_files.py``: ``st.load_run_records`` from CSV / JSONL):
-  stack factors and the memory term fitted to measured runs.
+* ``fit.py`` — ``st.calibrate``: the calibrated Device; ``fit_residuals.py``: its residuals;
+  ``fit_links.py``: its link fits; ``profiles.py``: its profile on disk; ``fit_compute.py``: the compute
+  fit; ``predict.py``: the cost layer's time for one row.
+* ``runs.py`` — ``st.calibrate_runs``: stack factors fitted to measured runs (``run_record.py``:
+  ``st.RunRecord``, ``st.Calibration``; ``factors.py``: what each factor scales; ``memory_term.py``: the
+  memory term; ``run_files.py``: ``st.load_run_records`` from CSV / JSONL).
 * ``trace.py`` — a profiler trace's seconds per op class; ``trace_fit.py`` — ``st.calibrate_classes``
   and ``st.compare_ops``.
 * ``step_timer.py`` — ``st.time_steps``: timing your own training loop.
