@@ -6,8 +6,9 @@ The modules, by public verb:
   ranks of ``colocated=N``. The benches: ``timing.py`` (timing one callable), ``work_counts.py`` (the ops' work
   counts), ``bench_grids.py`` (the shapes each bench runs), ``bench_ops.py`` (the matrix-class benches
   and what every bench shares), ``bench_vector.py`` (vector-class and memory benches),
-  ``bench_memory.py`` (CPU pairs: fresh pages and the last-level cache, conv layout reorders, dropout's
-  draws, an op inside a step), ``collectives_bench.py`` (collectives and the ranks' jitter, each rank a
+  ``bench_memory.py`` (CPU pairs: ``bench_fresh_pages.py`` fresh pages and the last-level cache,
+  ``bench_conv_layout.py`` conv layout reorders, ``bench_rng.py`` dropout's draws, ``bench_cold_calls.py``
+  an op inside a step), ``collectives_bench.py`` (collectives and the ranks' jitter, each rank a
   child process). ``records.py``: the rows and their storage; ``machine.py``: the machine's facts and
   the Device a calibration starts from.
 * ``fit.py`` — ``st.calibrate``: the calibrated Device; ``fit_residuals.py``: its residuals;

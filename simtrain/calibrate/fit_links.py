@@ -32,7 +32,8 @@ from simtrain.calibrate.predict import predict_collective
 from simtrain.calibrate.records import Row
 from simtrain.specs.hardware import Efficiency
 
-__all__ = ["AlphaBeta", "LinkFit", "fit_alpha_beta", "fit_backend_link", "fit_collectives", "fit_host_device"]
+__all__ = ["AlphaBeta", "LinkFit", "fit_alpha_beta", "fit_backend_link", "fit_collectives",
+           "fit_host_device"]
 
 
 @dataclass(frozen=True)
