@@ -13,7 +13,8 @@ The modules, by public verb:
   the Device a calibration starts from.
 * ``fit.py`` — ``st.calibrate``: the calibrated Device; ``fit_residuals.py``: its residuals;
   ``fit_links.py``: its link fits; ``profiles.py``: its profile on disk; ``fit_compute.py``: the compute
-  fit; ``predict.py``: the cost layer's time for one row.
+  fit (``fit_param_names.py``, ``fit_theta.py``, ``fit_start.py``: its parameters, θ, its start
+  points); ``predict.py``: the cost layer's time for one row.
 * ``runs.py`` — ``st.calibrate_runs``: stack factors fitted to measured runs (``run_record.py``:
   ``st.RunRecord``, ``st.Calibration``; ``factors.py``: what each factor scales; ``memory_term.py``: the
   memory term; ``run_files.py``: ``st.load_run_records`` from CSV / JSONL).
