@@ -1,4 +1,4 @@
-"""An op's extra cost inside a training step (calibrate/bench_memory.py): the fit from cold and warm
+"""An op's extra cost inside a training step (calibrate/bench_cold_calls.py): the fit from cold and warm
 rows, the cost layer's split of a phase's bytes, and the optimizer's pass, all derived by hand."""
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def test_only_a_step_long_gap_reads_the_eviction_buffer(monkeypatch):
     """The filler reads its buffer (one ``sum``) before a gap of at least a step, never before a shorter
     one: a layer repeated within a step meets only part of the step's data in between."""
     torch = pytest.importorskip("torch")
-    import simtrain.calibrate.bench_memory as bench_cold
+    import simtrain.calibrate.bench_cold_calls as bench_cold
     run = bench_cold._filler(1 << 20)
     sums = []
     real_sum = torch.Tensor.sum
@@ -164,7 +164,7 @@ def test_a_torch_without_cpu_fused_optimizers_skips_the_optimizer_pairs(monkeypa
     """Before torch 2.4 ``fused=True`` on CPU raises: the bench leaves the optimizer out and the fit
     then has no ``step_optimizer_s`` (the profile keeps the cold pass)."""
     torch = pytest.importorskip("torch")
-    import simtrain.calibrate.bench_memory as bench_cold
+    import simtrain.calibrate.bench_cold_calls as bench_cold
 
     def refuse(*args, **kwargs):
         raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of supported devices")
