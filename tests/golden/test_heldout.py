@@ -57,3 +57,16 @@ def test_every_row_estimates_feasible_or_with_reasons():
 def test_estimate_row_is_deterministic():
     run = HELDOUT_RUNS[0]
     assert estimate_row(run).predicted_step_s == estimate_row(run).predicted_step_s
+
+
+def test_one_shot_groups_by_preset_or_by_the_framework_that_ran():
+    # structure only: Meta's stack and fms-fsdp leave their presets' groups when grouped by framework
+    from validation.published.heldout import framework_of, one_shot_groups
+    results = run_heldout()
+    by_stack, by_framework = one_shot_groups(results), one_shot_groups(results, by="framework")
+    assert "megatron-core on h100" in by_stack and "meta-4d on h100" in by_framework
+    count = {g: len(entries) for g, entries in by_framework.items()}
+    assert count["megatron-core on h100"] == len(by_stack["megatron-core on h100"]) - 2
+    assert all(framework_of(r) == r.stack for r in HELDOUT_RUNS if r.framework is None)
+    with pytest.raises(ValueError, match="by must be"):
+        one_shot_groups(results, by="gpu")

@@ -165,16 +165,25 @@ def _family(run: HeldoutRun) -> str:
     return cluster_of(run).device.name.split("-")[0]
 
 
-def one_shot_groups(results: list[HeldoutResult]) -> dict[str, list[tuple[str, float, list[float]]]]:
-    """The calibrate-on-your-own-run workflow, evaluated: within each (stack, GPU family) with two or
-    more rows with a predicted step time (those predicted not to fit in memory too: they ran),
+def framework_of(run: HeldoutRun) -> str:
+    """The framework that produced the run: its own where the preset only stands for it."""
+    return run.framework or run.stack
+
+
+def one_shot_groups(results: list[HeldoutResult], by: str = "stack") -> dict[str, list[tuple[str, float, list[float]]]]:
+    """The calibrate-on-your-own-run workflow, evaluated: within each (stack, GPU family) — or, with
+    ``by="framework"``, each (framework that produced the run, GPU family) — with two or more rows with
+    a predicted step time (those predicted not to fit in memory too: they ran),
     ``st.calibrate_runs`` on each row alone (one factor), the other
     rows of the group predicted. {group: [(trained on, factor, errors of the others)]}. Nothing
     learned here is kept anywhere: each fit is thrown away after predicting its group."""
+    if by not in ("stack", "framework"):
+        raise ValueError(f"by must be 'stack' or 'framework', got {by!r}")
     groups: dict[str, list[HeldoutResult]] = defaultdict(list)
     for res in results:  # a run predicted not to fit in memory ran all the same: calibrate_runs takes it
         if math.isfinite(res.predicted_step_s):
-            groups[f"{res.run.stack} on {_family(res.run)}"].append(res)
+            key = res.run.stack if by == "stack" else framework_of(res.run)
+            groups[f"{key} on {_family(res.run)}"].append(res)
     out = {}
     for name, rows in sorted(groups.items()):
         if len(rows) < 2:
@@ -246,7 +255,14 @@ def main() -> None:
         print(f"feasible rows only: overall {100 * feasible['overall']:.1f}% "
               f"({sum(r.feasible for r in results)}/{len(results)} rows)")
     print("\none-shot within a stack and GPU family (calibrate on one row, predict the others):")
-    for group, entries in one_shot_groups(results).items():
+    _print_one_shot(one_shot_groups(results))
+    print("\nthe same within the framework that produced the rows (Meta's stack and fms-fsdp apart from the "
+          "presets standing for them):")
+    _print_one_shot(one_shot_groups(results, by="framework"))
+
+
+def _print_one_shot(groups: dict) -> None:
+    for group, entries in groups.items():
         errs = [abs(e) for _, _, es in entries for e in es]
         print(f"  {group:<26} rows {len(entries)}  factor {min(f for _, f, _ in entries):.2f}-"
               f"{max(f for _, f, _ in entries):.2f}  MAPE {100 * statistics.mean(errs):.1f}%  "

@@ -43,6 +43,8 @@ class HeldoutRun:
     dp_overlap: bool | None = None        # None: the stack preset's
     nics_per_node: int | None = None      # network overrides where the source's fabric differs
     nic_link: str | None = None
+    framework: str | None = None
+    """The framework that produced the run where its preset only stands for it (None: the preset's)."""
     stack_knobs: tuple[tuple[str, object], ...] = ()
     """Stack knobs the run's own configuration sets beside its preset (torchtitan's ``norm_type``)."""
     assumptions: tuple[str, ...] = ()
@@ -91,11 +93,11 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
     HeldoutRun("Llama3-405B 8192xH100", "llama3-405b", "dgx-h100", 1024, "megatron-core", 2048, 1, 8192,
                "bf16", "TFLOP/s/GPU", 430.0, _LLAMA3_DEF.format(mfu="43%"), _LLAMA3.format(row=1),
                tp=8, pp=16, zero_stage=2, sequence_parallel=True, pipeline_schedule="interleaved-1f1b",
-               virtual_stages=8, assumptions=_LLAMA3_ASSUME),
+               virtual_stages=8, framework="meta-4d", assumptions=_LLAMA3_ASSUME),
     HeldoutRun("Llama3-405B 16384xH100", "llama3-405b", "dgx-h100", 2048, "megatron-core", 2048, 1, 8192,
                "bf16", "TFLOP/s/GPU", 400.0, _LLAMA3_DEF.format(mfu="41%"), _LLAMA3.format(row=2),
                tp=8, pp=16, zero_stage=2, sequence_parallel=True, pipeline_schedule="interleaved-1f1b",
-               virtual_stages=8, assumptions=_LLAMA3_ASSUME),
+               virtual_stages=8, framework="meta-4d", assumptions=_LLAMA3_ASSUME),
     # --- NeMo 24.07 (Megatron-Core), DGX-H100, FP8 -------------------------------------------------
     HeldoutRun("NeMo Llama2-7B 8xH100 fp8", "llama2-7b", "dgx-h100", 1, "megatron-core", 128, 1, 4096, "fp8",
                "tokens/s/GPU", 16847.0, _NEMO_DEF, _NEMO + ", row LLAMA2-7B", assumptions=_NEMO_ASSUME),
@@ -180,7 +182,7 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
                             "fms/models/llama.py @006bd7ed, Mar 2024); its rotary is fp32 too (cast up, 2x2 "
                             "rotation as multiply and sum, cast down: more traffic than the preset's complex form, "
                             "which stands for it)"),
-               stack_knobs=(("norm_kernel", "eager-fp32"),)),
+               framework="fms-fsdp", stack_knobs=(("norm_kernel", "eager-fp32"),)),
     # --- BLOOM-176B (Megatron-DeepSpeed), 384 x A100 80GB on Jean Zay --------------------------------
     HeldoutRun("BLOOM-176B 384xA100-80GB", "bloom-176b", "dgx-a100-80gb", 48, "deepspeed", 2048, 2, 2048, "bf16",
                "s/iter", 104.70,
