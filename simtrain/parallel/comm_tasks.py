@@ -26,8 +26,8 @@ Per step (data parallelism over dp × cp ranks):
   before it, phase ``step-start``) or after the optimizer step (exposed);
 * ZeRO-3 / FSDP: the reduce-scatter, in what the parameter gathers leave of the link.
 * A stack that reduces in every micro-batch's backward (``Stack.grad_sync_every_micro_batch_from_zero``:
-  FSDP without ``no_sync``, DeepSpeed from ZeRO-2) also runs the m − 1 earlier reductions, each behind its own micro-batch's
-  backward (phase ``accum``, charged with the step's sync).
+  FSDP without ``no_sync``, DeepSpeed from ZeRO-2) also runs the m − 1 earlier reductions, each behind
+  its own micro-batch's backward (phase ``accum``, charged with the step's sync).
 
 Overlap is composed so that no hiding window is counted twice and a faster device, memory or link
 never lengthens a step: a phase's duration is built up in layers — its compute, then what the ops'

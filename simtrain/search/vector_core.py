@@ -195,8 +195,9 @@ def _stage_time(g: _Group, stage: int, blocks, cache: dict, k: dict) -> dict:
     rc = np.where(waits, rules.host_bound_s(comp["rc"], comp["rck"], hd, True), comp["rc"])
     before, after, hid_step = rules.step_sync_s(d, (fw + exp_fw) / g.v, (bw + rc + exp_bw) / g.v, gathers / g.v,
                                                 k["zero"], k["dp_overlap"], k["slow"])
-    extra_after, extra_hid = rules.accumulated_sync_s(d, g.m, (bw + rc + exp_bw) - gathers, k["every_mb"] & (g.p == 1),
-                                                      k["dp_overlap"], k["slow"])
+    every = k["every_mb"] & (g.p == 1)  # pipelined: the schedule syncs on the last backward only
+    extra_after, extra_hid = rules.accumulated_sync_s(d, g.m, (bw + rc + exp_bw) - gathers, every, k["dp_overlap"],
+                                                      k["slow"])
     after, hid_step = after + extra_after, hid_step + extra_hid
     forward, backward = fw + exp_fw, bw + rc + e_bw_phase + loc["e_rc"]
     return {"fw": fw, "bw": bw, "rc": rc, "rcf": comp["rcf"], "mem": comp["mem"], "forward": forward,
