@@ -21,8 +21,9 @@ The modules, by public verb:
 * ``trace.py`` — a profiler trace's seconds per op class; ``trace_fit.py`` — ``st.calibrate_classes``
   and ``st.compare_ops``.
 * ``step_timer.py`` — ``st.time_steps``: timing your own training loop.
-* The optional layer for noisy machines: ``robust.py`` (confidence intervals, contention, the sentinels
-  between groups) and ``modes.py`` (the machine's modes between passes, the paired benches' ranges).
+* The optional layer for noisy machines: ``robust.py`` (confidence intervals, contention),
+  ``sentinels.py`` (the sentinels between groups) and ``modes.py`` (the machine's modes between passes,
+  the paired benches' ranges).
 
 ``st.calibrate(measurements)`` is the public verb. Importing this package binds the name
 ``simtrain.calibrate`` to the package itself, so the package is made callable and forwards to

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import simtrain.calibrate.robust as sentinels
+import simtrain.calibrate.sentinels as sentinels
 from simtrain.calibrate import measure as measure_mod
 from simtrain.calibrate.records import Row
 from simtrain.glossary import DType
