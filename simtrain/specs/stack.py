@@ -214,8 +214,8 @@ class Stack(Spec):
 
     def syncs_every_micro_batch(self, zero_stage: int) -> bool:
         """True when this stack reduces gradients in every micro-batch's backward at ``zero_stage``."""
-        return self.grad_sync_every_micro_batch_from_zero is not None and \
-            zero_stage >= self.grad_sync_every_micro_batch_from_zero
+        lowest = self.grad_sync_every_micro_batch_from_zero
+        return lowest is not None and zero_stage >= lowest
     dp_grad_copy_passes: Annotated[float, Field(ge=0, le=16)] = 0.0
     """Gradient-sized reads and writes the data-parallel wrapper adds per step beside its collective,
     when the gradients are reduced over more than one rank (one pass = reading or writing every

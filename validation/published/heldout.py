@@ -78,9 +78,9 @@ def cluster_of(run: HeldoutRun):
     return cluster.model_copy(update={"network": cluster.network.model_copy(update=update)})
 
 
-def stack_of_run(run: HeldoutRun, **knobs):
-    """The row's stack: its preset name, or the preset with the knobs its configuration sets (and
-    ``knobs``, which win) applied."""
+def stack_of_run(run, **knobs):
+    """The row's stack (a HeldoutRun, or any row with ``stack`` and ``stack_knobs``): its preset name,
+    or the preset with the knobs its configuration sets (and ``knobs``, which win) applied."""
     if not run.stack_knobs and not knobs:
         return run.stack
     return st.load_stack(run.stack).with_overrides(**{**dict(run.stack_knobs), **knobs})

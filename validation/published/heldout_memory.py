@@ -20,6 +20,7 @@ import statistics
 from dataclasses import dataclass
 
 import simtrain as st
+from validation.published.heldout import stack_of_run
 
 __all__ = ["MemoryRow", "MEMORY_ROWS", "MemoryResult", "predict_row", "run_heldout_memory", "main"]
 
@@ -92,7 +93,7 @@ class MemoryResult:
 def predict_row(row: MemoryRow) -> MemoryResult:
     cfg = st.TrainConfig(global_batch_size=row.global_batch_size, micro_batch_size=row.micro_batch_size,
                          seq_len=row.seq_len, precision=row.precision, optimizer="adamw", recompute=row.recompute,
-                         stack=st.load_stack(row.stack).with_overrides(**dict(row.stack_knobs)))
+                         stack=stack_of_run(row))
     r = st.estimate(st.load_model(row.model), st.load_cluster(row.cluster, nodes=row.nodes), cfg)
     m = r.memory
     peak = m.reserved_bytes if row.kind == "reserved" else m.total_bytes

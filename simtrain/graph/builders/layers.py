@@ -39,8 +39,8 @@ def norm(pb: PartBuilder, t: TransformerArch, local: str, rows: int, inputs: tup
     params = {"rows": rows, "width": t.hidden}
     if t.norm == "layernorm":
         params["bias"] = t.biases
-    elif t.norm == "rmsnorm" and t.eager_norm_fp32:
-        params["eager_fp32"] = True
+    elif t.norm == "rmsnorm":
+        params["eager_fp32"] = t.eager_norm_fp32
     return pb.add(t.norm, local, inputs=inputs, **params)
 
 
@@ -48,11 +48,10 @@ def _qk_norm(pb: PartBuilder, t: TransformerArch, s: int, qkv: str) -> tuple[str
     """Per-head norms of Q (s·heads rows) and K (s·kv_heads rows) of width head_dim; ``l2`` has no
     weight. Split by heads under TP (the head_dim weight is in fact replicated: ≤ 256 elements)."""
     d, affine = t.head_dim_n, t.qk_norm == "rmsnorm"
-    eager = {"eager_fp32": True} if t.eager_norm_fp32 else {}
     q = pb.add("rmsnorm", "attn/q_norm", inputs=(qkv,), rows=s * t.heads, width=d, affine=affine, tp_split="heads",
-               **eager)
+               eager_fp32=t.eager_norm_fp32)
     k = pb.add("rmsnorm", "attn/k_norm", inputs=(qkv,), rows=s * t.kv_heads_n, width=d, affine=affine,
-               tp_split="heads", **eager)
+               tp_split="heads", eager_fp32=t.eager_norm_fp32)
     return (q, k)
 
 
@@ -66,9 +65,8 @@ def _attention(pb: PartBuilder, t: TransformerArch, s: int, src: str) -> str:
     if t.qk_norm != "none":
         core_in = (*_qk_norm(pb, t, s, qkv), qkv)
     if t.position == "rotary":
-        eager = {"eager_fp32": True} if t.eager_rotary_fp32 else {}
         rope = pb.add("rotary", "attn/rope", inputs=core_in[:-1] or None, seq=s, heads=a, kv_heads=kv, head_dim=d,
-                      rotary_dim=int(d * t.rotary_fraction), **eager)
+                      rotary_dim=int(d * t.rotary_fraction), eager_fp32=t.eager_rotary_fp32)
         core_in = (rope, qkv)
     pb.add("attention", "attn/core", inputs=core_in, heads=a, kv_heads=kv, head_dim=d, seq=s,
            causal=t.causal, fused=t.flash_attention, dropout=t.attention_dropout_p)
