@@ -8,8 +8,8 @@ The modules, by public verb:
   and what every bench shares), ``bench_vector.py`` (vector-class and memory benches),
   ``bench_memory.py`` (CPU pairs: ``bench_fresh_pages.py`` fresh pages and the last-level cache,
   ``bench_conv_layout.py`` conv layout reorders, ``bench_rng.py`` dropout's draws, ``bench_cold_calls.py``
-  an op inside a step), ``collectives_bench.py`` (collectives and the ranks' jitter, each rank a
-  child process). ``records.py``: the rows and their storage; ``machine.py``: the machine's facts and
+  an op inside a step), ``collectives_bench.py`` (collectives) and ``bench_rank_jitter.py`` (the
+  ranks' jitter), each rank a child process (``child_env.py``). ``records.py``: the rows and their storage; ``machine.py``: the machine's facts and
   the Device a calibration starts from.
 * ``fit.py`` — ``st.calibrate``: the calibrated Device; ``fit_residuals.py``: its residuals;
   ``fit_links.py``: its link fits; ``profiles.py``: its profile on disk; ``fit_compute.py``: the compute

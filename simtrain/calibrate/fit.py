@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simtrain.calibrate.bench_memory import fit_rng
-from simtrain.calibrate.collectives_bench import fit_rank_jitter
+from simtrain.calibrate.bench_rank_jitter import fit_rank_jitter
 from simtrain.calibrate.fit_compute import ComputeFit, fit_compute
 from simtrain.calibrate.fit_links import (  # noqa: F401  (re-exported)
     AlphaBeta,

@@ -55,10 +55,12 @@ from simtrain.calibrate.bench_ops import (
     bench_autograd_call,
     grid_for,
 )
+from simtrain.calibrate.bench_rank_jitter import BENCH as JITTER_BENCH
+from simtrain.calibrate.bench_rank_jitter import ROUNDS as JITTER_ROUNDS
+from simtrain.calibrate.bench_rank_jitter import bench_rank_jitter
 from simtrain.calibrate.bench_vector import VECTOR_BENCHES
-from simtrain.calibrate.collectives_bench import BENCH as JITTER_BENCH
-from simtrain.calibrate.collectives_bench import ROUNDS as JITTER_ROUNDS
-from simtrain.calibrate.collectives_bench import _child_env, bench_rank_jitter, run_collectives
+from simtrain.calibrate.child_env import child_env
+from simtrain.calibrate.collectives_bench import run_collectives
 from simtrain.calibrate.machine import machine_facts
 from simtrain.calibrate.records import Measurements, Row, Unsupported
 from simtrain.calibrate.robust import (
@@ -216,7 +218,7 @@ def neighbours(count: int, device: str, grid: str, groups: list[str], threads: i
     """``count`` neighbour processes running while the block runs (none when ``count`` < 1); yields
     their ``Popen`` handles. They are killed, and waited for, when the block ends."""
     cmd = [sys.executable, "-m", NEIGHBOUR_MODULE, device, grid, str(threads), ",".join(groups)]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_child_env(), text=True)
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=child_env(), text=True)
              for _ in range(max(0, count))]
     try:
         for p in procs:  # each says "ready" once torch is imported (or closes its output when it fails)

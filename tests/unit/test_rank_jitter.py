@@ -7,8 +7,8 @@ import math
 import pytest
 
 import simtrain as st
-from simtrain.calibrate.collectives_bench import BENCH, bench_rank_jitter, fit_rank_jitter, jitter_rows
-from simtrain.calibrate.collectives_bench import jitter_main as main
+from simtrain.calibrate.bench_rank_jitter import BENCH, bench_rank_jitter, fit_rank_jitter, jitter_rows
+from simtrain.calibrate.bench_rank_jitter import jitter_main as main
 from simtrain.calibrate.measure import _groups
 from simtrain.cost.compute import device_efficiency
 from simtrain.cost.variability import Variability, expected_slowdown, sigma_for_slowdown, sync_wait_seconds
@@ -140,7 +140,7 @@ def test_the_communication_reason_names_the_wait():
 
 
 def test_a_rank_that_cannot_start_is_a_clear_error(monkeypatch):
-    import simtrain.calibrate.collectives_bench as bj
+    import simtrain.calibrate.bench_rank_jitter as bj
     from simtrain.errors import SimtrainError
     monkeypatch.setattr(bj, "JITTER_MODULE", "simtrain.no_such_module")
     with pytest.raises(SimtrainError, match="did not start"):
