@@ -242,8 +242,9 @@ def evaluate_group(cluster, p: int, v: int, schedule, model, settings, c: dict, 
     for j, m in enumerate(ms):
         rows = np.flatnonzero(inv.reshape(-1) == j)
         finish[rows] = pipeline_finish_many(fw_task[rows], bw_task[rows], int(m), schedule, v, before[rows])
-    # the stack's idle gaps stretch each rank's span (cost/realisation.py realisation_lines)
-    ends = finish * (1.0 + k["idle"][:, None]) + col("after") + col("opt_s")
+    # the stack's idle gaps stretch each rank's span (cost/realisation.py realisation_lines), added last
+    # in the estimator's order (span, sync after, optimizer, idle) so both paths round alike
+    ends = finish + col("after") + col("opt_s") + k["idle"][:, None] * finish
     last = np.argmax(ends, axis=1)
     pick = lambda a: a[np.arange(len(last)), last]  # noqa: E731
     step = pick(ends)

@@ -20,6 +20,18 @@ def test_every_record_is_translated_or_left_out_with_a_reason():
     assert all(len(why) > 20 for _, why in left)
 
 
+def test_mpt_checkpointing_follows_the_torch_each_table_row_ran_on():
+    """The Oct 2023 sweep (PyTorch 2.1 image) re-ran every A100-80GB row but the two 70B ones, whose
+    numbers it carried over from the PyTorch 1.13.1 table: only those recompute the whole block."""
+    import simtrain as st
+    from validation.published.heldout import stack_of_run
+    stacks = {run.name: stack_of_run(run) for source, run in pool_runs() if source == "mpt" and run.recompute == "full"}
+    ac = {name: (st.load_stack(s) if isinstance(s, str) else s).recompute_early_stop for name, s in stacks.items()}
+    old = {name for name, early in ac.items() if not early}
+    assert old == {"mpt_a10080gb_bf16_70b_seq2048_64gpu_mb8_ga4", "mpt_a10080gb_bf16_70b_seq2048_32gpu_mb2_ga16"}
+    assert len(ac) == 22
+
+
 def test_translated_rows_estimate():
     rows = fit_priors.load_rows({"torchtitan", "mtnlg", "bloom"})
     for row in rows:

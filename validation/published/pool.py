@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from validation.published.heldout import HELDOUT_RUNS, HeldoutRun
+from validation.published.heldout_rows import LF_DEFAULT_MP, LF_EARLY_STOP, LF_FULL_RECOMPUTE
 
 __all__ = ["POOL_PATH", "pool_records", "pool_runs", "skipped", "source_of", "translate", "NEMO_ROWS"]
 
@@ -37,6 +38,14 @@ _LF_NET = ("'1600 Gbps node-node interconnect (RoCE)' modelled as the dgx-a100-8
            "8 x HDR 200 Gb/s")
 _LF_DEFAULTS = ("llm-foundry sweep defaults (submit_benchmarks.py): attn_impl triton, low-precision "
                 "LayerNorm, FSDP FULL_SHARD, limit_all_gathers, decoupled AdamW",)
+_LF_TORCH_1_13 = frozenset({"mpt_a10080gb_bf16_70b_seq2048_64gpu_mb8_ga4",
+                            "mpt_a10080gb_bf16_70b_seq2048_32gpu_mb2_ga16"})
+"""The A100-80GB rows whose numbers the Oct 2023 re-run did not reproduce and carried over from the
+earlier table (llm-foundry b2a43a147, "added back old numbers that I didn't reproduce": these two rows'
+values equal those of the README before it), swept on that table's image, PyTorch 1.13.1 (sweep.sh
+@ b2a43a147^): no early-stopping recomputation. Every other A100-80GB row differs from the earlier table
+and was re-run by the Oct 2023 sweep.sh on ``mosaicml/pytorch:2.1.0``, where the non-reentrant checkpoint
+(the yamls' ``activation_checkpointing_reentrant: false``) stops early (the llm-foundry preset)."""
 _TT_DEFAULTS = ("torchtitan defaults: bf16 params / fp32 reduce, no torch.compile, no float8, SDPA flash "
                 "attention, AdamW", "cluster network not stated: 8 x HDR 200 Gb/s per node")
 _MEGATRON_DEFAULTS = ("Megatron-LM defaults for what Table 2 does not print: micro-batch 1, distributed optimizer "
@@ -69,8 +78,6 @@ def source_of(record_id: str) -> str:
     return "megascale" if head.startswith("megascale") else head
 
 
-_LF_DEFAULT_MP = ("amp_bf16 with FSDP mixed precision DEFAULT: bf16 parameters gathered, gradients reduced in fp32 "
-                  "(Composer mosaic_fsdp_utils.get_mixed_precision @d534e0a, Oct 2023): the preset's")
 _LF_PURE_MP = ("FSDP mixed precision PURE: parameters gathered and gradients reduced in bf16 (Composer "
                "mosaic_fsdp_utils.get_mixed_precision @d534e0a): grad_reduce_fp32 off")
 
@@ -83,10 +90,15 @@ def _mpt(rec: dict) -> HeldoutRun | str:
     assumptions = _LF_DEFAULTS + (_LF_NET,)
     knobs: tuple = ()
     if p.get("fsdp_mixed_precision") == "DEFAULT":
-        assumptions += (_LF_DEFAULT_MP,)
+        assumptions += (LF_DEFAULT_MP,)
     elif p.get("fsdp_mixed_precision") == "PURE":
         assumptions += (_LF_PURE_MP,)
         knobs = (("grad_reduce_fp32", False),)
+    if recompute == "full" and rec["id"] in _LF_TORCH_1_13:
+        assumptions += (LF_FULL_RECOMPUTE,)
+        knobs += (("recompute_early_stop", False),)
+    elif recompute == "full":
+        assumptions += (LF_EARLY_STOP,)
     return HeldoutRun(
         rec["id"], m["name"], "dgx-a100-80gb", gpus // 8, "llm-foundry", int(p["global_batch"]),
         int(p["micro_batch"]), seq, "bf16", "tokens/s/GPU", float(rec["measured"]["tokens_per_s_per_gpu"]),
