@@ -27,7 +27,7 @@ from pydantic import ConfigDict, Field
 from simtrain.specs.base import Seconds, Spec
 
 __all__ = ["Stack", "AttentionKernelName", "load_stack", "stack_names", "stack_of", "named_stack", "resolve_stack", "DEFAULT_STACK",
-           "DEFAULT_GPU_STACK",
+           "DEFAULT_GPU_STACK", "FRAMEWORK_KNOBS",
            "cpu_comm_compute_slowdown", "COLLECTIVE_THREADS_PER_RANK"]
 
 AttentionKernelName = Literal["default", "cudnn", "fa3", "fa2", "sdpa", "triton", "triton-fa1", "eager"]
@@ -45,6 +45,11 @@ DEFAULT_GPU_STACK = "generic-gpu"
 """The stack used on a GPU when a TrainConfig names none (resolved with the device): the reference
 kernels plus the fit pool's cross-stack idle share, so a prediction out of the box carries the
 realisation every framework in the pool showed (docs/fit-pool.md)."""
+FRAMEWORK_KNOBS = ("idle_gap_fraction", "kernel_gap_s")
+"""The realisation knobs of a framework's own code (cost/realisation.py): idle between kernels and per
+launch, fitted per stack on public runs, and what the cross-stack prior pools for a framework never
+fitted. The attention realisation and the interference residual belong to the kernels and collectives
+a preset names, and stay with them."""
 
 Share = Annotated[float, Field(ge=0, le=1)]
 
@@ -238,6 +243,17 @@ class Stack(Spec):
     def with_overrides(self, **knobs) -> Stack:
         """A copy with ``knobs`` replaced, validated like a file (unknown knobs are an error)."""
         return Stack.model_validate({**self.model_dump(), **knobs})
+
+    def with_prior_realisation(self) -> Stack:
+        """This stack for a framework it only stands for (your own code on its kernels; Meta's 4D stack
+        for Megatron-Core): its kernels, collectives and their realisation as fitted, with the framework
+        gaps (:data:`FRAMEWORK_KNOBS`) of a framework never fitted, the cross-stack prior
+        (``DEFAULT_GPU_STACK``: the median of the fitted stacks), in place of those its own framework's
+        runs gave. No run has measured how that framework's code idles between the kernels, so it gets
+        what leave-one-source-out gives a source whose stack has no other rows."""
+        prior = load_stack(DEFAULT_GPU_STACK)
+        note = f"{self.name}'s kernels as fitted; idle and host gaps the cross-stack prior ({prior.name})"
+        return self.with_overrides(**{k: getattr(prior, k) for k in FRAMEWORK_KNOBS}, realisation_source=note)
 
 
 def stack_names() -> list[str]:

@@ -50,6 +50,20 @@ def test_override_mapping_replaces_one_knob_and_keeps_the_rest():
 
 
 # --- host dispatch -----------------------------------------------------------------------------
+def test_prior_realisation_swaps_only_the_framework_gaps():
+    """A framework a preset only stands for: the preset's kernels and their fitted realisation (the
+    attention kernel, the interference residual), the idle and host gaps of the cross-stack prior."""
+    core, prior = load_stack("megatron-core"), load_stack("generic-gpu")
+    other = core.with_prior_realisation()
+    assert other.idle_gap_fraction == prior.idle_gap_fraction != core.idle_gap_fraction
+    assert other.kernel_gap_s == prior.kernel_gap_s
+    assert (other.attention_realisation, other.comm_sms, other.attention_kernel) == (
+        core.attention_realisation, core.comm_sms, core.attention_kernel)
+    fsdp2 = load_stack("fsdp2")
+    assert fsdp2.with_prior_realisation().comm_compute_slowdown == fsdp2.comm_compute_slowdown > 0
+    assert "prior" in other.realisation_source
+
+
 def test_host_dispatch_runs_ahead_or_adds():
     ahead = load_stack("fsdp2").with_overrides(host_dispatch_s=10e-6, gpu_waits_on_cpu=False)
     waits = ahead.with_overrides(gpu_waits_on_cpu=True)

@@ -29,6 +29,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 import simtrain as st
+from simtrain.specs.stack import FRAMEWORK_KNOBS
 from validation.published.heldout import (
     HeldoutRun,
     cluster_of,
@@ -169,9 +170,9 @@ def _pinned(name: str, knobs: dict, err: dict) -> bool:
     return not _at_bound(name, knobs[name]) and err[name] <= abs(knobs[name] - _neutral(name))
 
 
-POOLED_KNOBS = ("idle_gap_fraction", "kernel_gap_s")
-"""What the cross-stack prior fits: the generic gaps. The attention realisation belongs to one stack's
-kernel on one model family and does not carry to a stack never seen."""
+POOLED_KNOBS = FRAMEWORK_KNOBS
+"""What the cross-stack prior fits: the framework gaps. The attention realisation and the interference
+residual belong to one stack's kernels and collectives and do not carry to a stack never seen."""
 
 
 def _fit_stack(rows, shared, candidates=STACK_KNOBS) -> tuple[dict, dict]:

@@ -80,10 +80,17 @@ def cluster_of(run: HeldoutRun):
 
 def stack_of_run(run, **knobs):
     """The row's stack (a HeldoutRun, or any row with ``stack`` and ``stack_knobs``): its preset name,
-    or the preset with the knobs its configuration sets (and ``knobs``, which win) applied."""
-    if not run.stack_knobs and not knobs:
+    or the preset with the knobs its configuration sets (and ``knobs``, which win) applied. A row of a
+    framework the preset only stands for (``framework`` set) runs the preset's kernels with the
+    cross-stack prior's realisation (``Stack.with_prior_realisation``): the preset's fitted knobs
+    measure its own framework, not this one."""
+    other = getattr(run, "framework", None) is not None
+    if not run.stack_knobs and not knobs and not other:
         return run.stack
-    return st.load_stack(run.stack).with_overrides(**{**dict(run.stack_knobs), **knobs})
+    stack = st.load_stack(run.stack)
+    if other:
+        stack = stack.with_prior_realisation()
+    return stack.with_overrides(**{**dict(run.stack_knobs), **knobs})
 
 
 _OPTIONAL = ("zero_stage", "recompute_every_k_blocks", "recompute_num_layers", "flash_attention", "dp_overlap")
