@@ -93,7 +93,8 @@ def stack_of_run(run, **knobs):
     return stack.with_overrides(**{**dict(run.stack_knobs), **knobs})
 
 
-_OPTIONAL = ("zero_stage", "recompute_every_k_blocks", "recompute_num_layers", "flash_attention", "dp_overlap")
+_OPTIONAL = ("zero_stage", "recompute_every_k_blocks", "recompute_num_layers", "flash_attention", "dp_overlap",
+             "optimizer_impl")
 
 
 def config_of(run: HeldoutRun) -> st.TrainConfig:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["HeldoutRun", "HELDOUT_RUNS", "LF_DEFAULT_MP", "LF_EARLY_STOP", "LF_FULL_RECOMPUTE"]
+__all__ = ["HeldoutRun", "HELDOUT_RUNS", "LF_DEFAULT_MP", "LF_EARLY_STOP", "LF_FULL_RECOMPUTE", "TT_FOREACH", "TT_EAGER_NORM"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class HeldoutRun:
     virtual_stages: int = 1
     flash_attention: bool | None = None   # None: the stack's attention kernel decides
     dp_overlap: bool | None = None        # None: the stack preset's
+    optimizer_impl: str | None = None     # None: the stack preset's (TrainConfig.optimizer_impl)
     nics_per_node: int | None = None      # network overrides where the source's fabric differs
     nic_link: str | None = None
     framework: str | None = None
@@ -50,12 +51,18 @@ class HeldoutRun:
     assumptions: tuple[str, ...] = ()
 
 
+TT_FOREACH = ("AdamW with foreach=True (torchtitan/optimizer.py @0413364; the fused step came as an option in June "
+              "2024, 40f8fd007): optimizer_impl 'foreach', not the preset's fused (today's default)")
+TT_EAGER_NORM = ("norm_type = 'rmsnorm' (train_configs/llama2_70b.toml, llama3_70b.toml at the commits that "
+                 "published these numbers, 395a52627 / 1ea476e9f, Apr 2024): torchtitan's own RMSNorm, eager "
+                 "fp32 (norm_kernel 'eager-fp32'); the 8B / 13B configs ran the Triton fused_rmsnorm")
 _TT = ("pytorch/torchtitan docs/performance.md @ 041336434916bdc0f88c1f89fda176fd3c2092e4, "
        "'{table}' (64 A100 80GB, FSDP2 1D)")
 _TT_DEF = "torchtitan train.py 'wps': tokens processed per second per rank; step = GBS·seq/(wps·GPUs)"
 _TT_ASSUME = ("cluster network not stated: DGX A100 80GB with 8 x HDR 200 Gb/s assumed",
               "torchtitan defaults of that commit: bf16 params / fp32 reduce, no torch.compile, no float8, "
-              "SDPA flash attention, AdamW, grad clipping")
+              "SDPA flash attention, AdamW, grad clipping",
+              TT_FOREACH)
 _LF = "mosaicml/llm-foundry scripts/train/benchmarking/README.md @ 061f2c7ce64e655100286584a7629e2a09f827ba, "
 _LF_DEF = "README column 'Throughput (T/s/GPU)'; step = GBS·seq/(T/s/GPU · GPUs)"
 _LF_ASSUME = ("sweep defaults (submit_benchmarks.py): attn_impl triton, low-precision LayerNorm, "
@@ -126,7 +133,7 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
     HeldoutRun("torchtitan Llama3-8B 64xA100", "llama3-8b", "dgx-a100-80gb", 8, "fsdp2", 64, 1, 8192, "bf16",
                "tokens/s/GPU", 2904.0, _TT_DEF, _TT.format(table="Llama 3 performance numbers, 8B, batch 1, "
                                                             "selective layer AC"),
-               recompute="full", recompute_num_layers=16,
+               recompute="full", recompute_num_layers=16, optimizer_impl="foreach",
                assumptions=_TT_ASSUME + ("'selective layer' AC, frequency not stated: selective_ac_option "
                                          "'2' (torchtitan's example value: every 2nd block wrapped in a "
                                          "checkpoint, the others keep their activations): 16 of the 32 "
@@ -136,11 +143,12 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
     HeldoutRun("torchtitan Llama3-70B 64xA100", "llama3-70b", "dgx-a100-80gb", 8, "fsdp2", 64, 1, 8192, "bf16",
                "tokens/s/GPU", 331.0, _TT_DEF, _TT.format(table="Llama 3 performance numbers, 70B, batch 1, "
                                                            "full AC"),
-               recompute="full", assumptions=_TT_ASSUME + ("seq 8192 (Llama 3 default, as above)",)),
+               recompute="full", optimizer_impl="foreach", stack_knobs=(("norm_kernel", "eager-fp32"),),
+               assumptions=_TT_ASSUME + ("seq 8192 (Llama 3 default, as above)", TT_EAGER_NORM)),
     HeldoutRun("torchtitan Llama2-13B 64xA100", "llama2-13b", "dgx-a100-80gb", 8, "fsdp2", 128, 2, 4096, "bf16",
                "tokens/s/GPU", 2162.0, _TT_DEF, _TT.format(table="Llama 2 performance numbers, 13B, batch 2, "
                                                             "no AC"),
-               assumptions=_TT_ASSUME + ("seq 4096: the Llama 2 default the page names",)),
+               optimizer_impl="foreach", assumptions=_TT_ASSUME + ("seq 4096: the Llama 2 default the page names",)),
     # --- llm-foundry (Composer FSDP), MPT -----------------------------------------------------------
     HeldoutRun("llm-foundry MPT-7B 8xH100", "mpt-7b", "dgx-h100", 1, "llm-foundry", 48, 6, 2048, "bf16",
                "tokens/s/GPU", 10643.0, _LF_DEF, _LF + "table 'H100 80GB BF16', row 7b/2048/8 GPUs",

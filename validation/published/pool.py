@@ -26,7 +26,13 @@ from pathlib import Path
 import yaml
 
 from validation.published.heldout import HELDOUT_RUNS, HeldoutRun
-from validation.published.heldout_rows import LF_DEFAULT_MP, LF_EARLY_STOP, LF_FULL_RECOMPUTE
+from validation.published.heldout_rows import (
+    LF_DEFAULT_MP,
+    LF_EARLY_STOP,
+    LF_FULL_RECOMPUTE,
+    TT_EAGER_NORM,
+    TT_FOREACH,
+)
 
 __all__ = ["POOL_PATH", "pool_records", "pool_runs", "skipped", "source_of", "translate", "NEMO_ROWS"]
 
@@ -47,7 +53,7 @@ values equal those of the README before it), swept on that table's image, PyTorc
 and was re-run by the Oct 2023 sweep.sh on ``mosaicml/pytorch:2.1.0``, where the non-reentrant checkpoint
 (the yamls' ``activation_checkpointing_reentrant: false``) stops early (the llm-foundry preset)."""
 _TT_DEFAULTS = ("torchtitan defaults: bf16 params / fp32 reduce, no torch.compile, no float8, SDPA flash "
-                "attention, AdamW", "cluster network not stated: 8 x HDR 200 Gb/s per node")
+                "attention, AdamW", "cluster network not stated: 8 x HDR 200 Gb/s per node", TT_FOREACH)
 _MEGATRON_DEFAULTS = ("Megatron-LM defaults for what Table 2 does not print: micro-batch 1, distributed optimizer "
                       "off (ZeRO 0), DP overlap on",
                       "selective activation recompute with sequence parallelism: Megatron-LM's README at 285068c8 "
@@ -110,7 +116,7 @@ _TT_MODELS = {"Llama 3.1-8B": "llama3-8b", "Llama 3.1-70B": "llama3-70b", "Llama
               "Llama 2-70B": "llama2-70b"}
 
 
-_TT_EAGER_NORM = ("Llama 3.1-70B", "Llama 2-70B")
+_TT_EAGER_NORM_MODELS = ("Llama 3.1-70B", "Llama 2-70B")
 """The models whose torchtitan config set ``norm_type = "rmsnorm"`` when the numbers were published
 (torchtitan's eager fp32 RMSNorm); the 8B and 13B configs set ``fused_rmsnorm``."""
 
@@ -132,17 +138,15 @@ def _torchtitan(rec: dict) -> HeldoutRun | str:
                         "block wrapped in a checkpoint, the others keep their activations), modelled as full "
                         "recomputation of half the layers (recompute_num_layers = layers / 2)",)
     knobs: tuple = ()
-    if m["family"] in _TT_EAGER_NORM:
+    if m["family"] in _TT_EAGER_NORM_MODELS:
         knobs = (("norm_kernel", "eager-fp32"),)
-        assumptions += ("norm_type = 'rmsnorm' (train_configs/llama2_70b.toml, llama3_70b.toml at the commits that "
-                        "published these numbers, 395a52627 / 1ea476e9f, Apr 2024): torchtitan's own RMSNorm, eager "
-                        "fp32 (norm_kernel 'eager-fp32'); the 8B / 13B configs ran the Triton fused_rmsnorm",)
+        assumptions += (TT_EAGER_NORM,)
     return HeldoutRun(
         rec["id"], _TT_MODELS[m["family"]], "dgx-a100-80gb", 8, "fsdp2", int(p["global_batch"]),
         int(p["local_batch"]), int(m["seq_len"]), "bf16", "tokens/s/GPU",
         float(rec["measured"]["tokens_per_s_per_gpu"]),
         "torchtitan 'wps' per rank; step = GBS·seq/(wps·GPUs)", rec["source"]["citation"],
-        assumptions=assumptions, stack_knobs=knobs, **extra)
+        assumptions=assumptions, stack_knobs=knobs, optimizer_impl="foreach", **extra)
 
 
 def _megascale(rec: dict) -> HeldoutRun | str:
