@@ -84,6 +84,8 @@ def test_early_stop_recompute_skips_the_block_tail():
     from simtrain.specs.stack import resolve_stack
     model = st.load_model("llama2-7b")
     assert {n for n in early_stop_tail(model) if n.startswith("layers.0/")} == {"layers.0/mlp/fc2", "layers.0/mlp/add"}
+    mpt = st.load_model("mpt-7b")  # GELU MLP: fc2's input (gelu's output) is the last tensor unpacked too
+    assert {n for n in early_stop_tail(mpt) if n.startswith("layers.0/")} == {"layers.0/mlp/fc2", "layers.0/mlp/add"}
     cluster = st.load_cluster("dgx-a100-80gb", nodes=1)
     out = {}
     for early in (False, True):
