@@ -69,7 +69,10 @@ isolated kernels, from component measurements. A *stack* says how much of that a
 realises: which attention kernel runs, which elementwise chains are fused, what the CPU costs per
 kernel, which collectives are hidden behind what, how memory is allocated. Name one with
 `TrainConfig(stack="fsdp2")`, override knobs with `stack={"preset": "fsdp2", "host_dispatch_s": 1e-5}`
-or `st.load_stack("fsdp2").with_overrides(...)`; `zero_stage`, `dp_overlap`, `fused_optimizer` and
+or `st.load_stack("fsdp2").with_overrides(...)`. Your own framework on a preset's kernels:
+`stack={"preset": "megatron-core", "realisation": "prior"}` keeps the kernels and takes the cross-stack
+prior's idle and host gaps instead of those fitted on the preset's framework (docs/fit-pool.md);
+`zero_stage`, `dp_overlap`, `fused_optimizer` and
 `flash_attention` are defaults that an explicit TrainConfig field overrides. `simtrain stacks` lists
 them. The knob values below that are marked U in their source are not measured here: learn them
 for your own stack from one measured run with `st.calibrate_runs` (docs/calibration.md).

@@ -168,17 +168,27 @@ class TrainConfig(Spec):
     stack: str | Stack | None = None
     """Software stack: a preset name (``st.stack_names()``: megatron-core, fsdp2, fsdp2-compile,
     deepspeed, ddp, llm-foundry, megatron-lm, reference), a ``Stack``, or in a file a mapping
-    ``{preset: NAME, knob: value, ...}`` overriding some knobs. None: the neutral reference stack."""
+    ``{preset: NAME, knob: value, ...}`` overriding some knobs; ``realisation: prior`` in it runs the
+    preset's kernels for a framework it only stands for (``Stack.with_prior_realisation``: the
+    cross-stack prior's idle and host gaps instead of those fitted on the preset's own framework).
+    None: the neutral reference stack."""
 
     @field_validator("stack", mode="before")
     @classmethod
     def _stack_overrides(cls, value):
-        """``{preset: NAME, knob: value}`` is the preset with those knobs replaced (parsed here so a
-        bad knob is reported as ``stack.<knob>`` at construction)."""
+        """``{preset: NAME, [realisation: fitted | prior,] knob: value}`` is the preset (for a framework
+        it only stands for under ``realisation: prior``) with those knobs replaced (parsed here so a bad
+        knob is reported as ``stack.<knob>`` at construction)."""
         if isinstance(value, dict) and "preset" in value:
             from simtrain.specs.stack import load_stack
-            knobs = {k: v for k, v in value.items() if k != "preset"}
+            knobs = {k: v for k, v in value.items() if k not in ("preset", "realisation")}
             base = load_stack(str(value["preset"]))
+            realisation = value.get("realisation", "fitted")
+            if realisation == "prior":
+                base = base.with_prior_realisation()
+            elif realisation != "fitted":
+                raise ValueError(f"stack.realisation must be 'fitted' (the preset's own framework) or 'prior' (a "
+                                 f"framework the preset only stands for), got {str(realisation)[:40]!r}")
             return Stack.model_validate({**base.model_dump(), **knobs, "name": knobs.get("name", base.name)})
         return value
 

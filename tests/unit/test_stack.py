@@ -62,6 +62,10 @@ def test_prior_realisation_swaps_only_the_framework_gaps():
     fsdp2 = load_stack("fsdp2")
     assert fsdp2.with_prior_realisation().comm_compute_slowdown == fsdp2.comm_compute_slowdown > 0
     assert "prior" in other.realisation_source
+    cfg = st.TrainConfig(global_batch_size=8, stack={"preset": "megatron-core", "realisation": "prior"})
+    assert cfg.stack == other
+    with pytest.raises(ValueError, match="stack.realisation must be 'fitted'"):
+        st.TrainConfig(global_batch_size=8, stack={"preset": "megatron-core", "realisation": "mine"})
 
 
 def test_host_dispatch_runs_ahead_or_adds():
