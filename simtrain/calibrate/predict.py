@@ -10,7 +10,7 @@ against these predictions is a fit of the estimator itself (fit and estimate can
   2mnk FLOPs and mn + kn + mk elements); backward parts use the efficiency's backward curve, and a
   strided conv's activation-gradient part executes ``strided_agrad_factor`` times its FLOPs;
 * optimizer rows: the memory leg on the step's traffic plus one launch per kernel
-  (``simtrain.parallel.program._optimizer_seconds``: ``memory_seconds(passes × 4 B × params) +
+  (``simtrain.parallel.stage_state.stage_optimizer_seconds``: ``memory_seconds(passes × 4 B × params) +
   kernels × launch_overhead_s + tensors × optimizer_tensor_overhead_s[kind/impl] +
   optimizer_step_overhead_s[kind/impl]``; the row's bytes and
   calls come from ``simtrain.cost.optimizer``);

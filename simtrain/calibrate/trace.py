@@ -33,9 +33,6 @@ this reader does not do.
 from __future__ import annotations
 
 import functools
-import gzip
-import io
-import json
 import math
 import os
 import statistics
@@ -43,6 +40,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simtrain.calibrate.trace_file import load_trace_document
 from simtrain.errors import SimtrainError, SpecError
 from simtrain.glossary import OpClass
 
@@ -157,39 +155,6 @@ def _probe(name: str, rank: int):
             return [meta, meta]
 
     return _Probe(index=0, name=name, overload="default", phase="fw", call=None, args={}, outs=(meta,) * 3)
-
-
-# ----------------------------------------------------------------------------------------------
-def _load(path: Path, limit: int):
-    """The trace document: a regular, size-capped file, gzip when it ends in .gz."""
-    from simtrain.specs.reading import read_bytes, read_json_file
-    if path.suffix != ".gz":
-        return read_json_file(path, limit, what="profiler trace")
-    raw = read_bytes(path, limit, what="profiler trace")
-    try:
-        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
-            data = f.read(limit + 1)
-    except (OSError, EOFError) as err:
-        raise SpecError.one(str(path), "", f"not a gzip file ({type(err).__name__})") from None
-    if len(data) > limit:
-        raise SpecError.one(str(path), "", f"larger than {limit} bytes decompressed: too big for a profiler trace")
-    from simtrain.specs.reading import parse_json
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise SpecError.one(str(path), "", f"not UTF-8 text once decompressed (undecodable byte at offset "
-                            f"{err.start}): not a profiler trace") from None
-    try:  # the checks of an uncompressed trace: nesting, keys given twice, NaN / Infinity
-        return parse_json(text)
-    except json.JSONDecodeError as err:
-        raise SpecError.one(str(path), "", f"broken JSON (line {err.lineno}, column {err.colno}): {err.msg}") \
-            from None
-    except ValueError as err:
-        raise SpecError.one(str(path), "", f"broken JSON: {err}") from None
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not allowed")
 
 
 def _sequence_number(ev: dict) -> int | None:
@@ -403,4 +368,4 @@ def read_profiler_trace(path: str | os.PathLike, steps: int | None = None,
                         max_bytes: int = MAX_TRACE_BYTES) -> TraceTimes:
     """Read a ``torch.profiler`` Chrome trace into measured seconds per op class and step."""
     path = Path(path)
-    return trace_times(_load(path, max_bytes), str(path), steps)
+    return trace_times(load_trace_document(path, max_bytes), str(path), steps)

@@ -8,7 +8,7 @@ graph. Inside a group the step time is factored into pieces that each depend on 
   (op costs) on (micro-batch, cp, tp, SP, ep, compute settings);
 * per stage shape — the stage's own collectives (tp / cp / ep / pp): ``comm_tasks.microbatch_comm``
   on (micro-batch, tp, cp, ep, dp, SP, compute settings); its data-parallel side (parameter memory,
-  optimizer step, gradient sync and ZeRO gathers: ``program._param_memory``, ``_optimizer_seconds``,
+  optimizer step, gradient sync and ZeRO gathers: ``stage_state.stage_param_memory``, ``stage_optimizer_seconds``,
   ``comm_tasks.step_comm`` / ``_fsdp_tasks``) on (tp, ep, dp, cp, SP, accumulating, dp settings); its
   activations (``memory_plan._activations_and_working``) on (micro-batch, cp, tp, ep, SP, recompute).
 
@@ -29,18 +29,13 @@ import simtrain.search.vector_rules as rules
 from simtrain.cost.realisation import hidden_cost_s
 from simtrain.parallel.comm import ClusterComm
 from simtrain.parallel.comm_tasks import _exposed, _fsdp_tasks, microbatch_comm, step_comm
+from simtrain.parallel.layout import Layout
 from simtrain.parallel.memory_plan import _activations_and_working, gathered_params_bytes
 from simtrain.parallel.model_index import model_index
 from simtrain.parallel.partition import partition_blocks
-from simtrain.parallel.program import (
-    Layout,
-    _last_op,
-    _OpCoster,
-    _optimizer_seconds,
-    _param_memory,
-    stage_compute,
-)
+from simtrain.parallel.program import _last_op, _OpCoster, stage_compute
 from simtrain.parallel.schedule import in_flight_microbatches, stage_chunks
+from simtrain.parallel.stage_state import stage_optimizer_seconds, stage_param_memory
 from simtrain.report.step_report import MEMORY_TERM_NAMES, reserved_bytes_of
 from simtrain.search.vector_pipeline import pipeline_finish_many
 
@@ -127,9 +122,9 @@ def _dp_side(g: _Group, blocks) -> dict:
     def fn(i):
         cfg, lay, comm, coster, s = g.ctx(i)
         items = g.idx.items(blocks)
-        pm = _param_memory(g.model, blocks, items, cfg, lay, s.reg)
+        pm = stage_param_memory(g.model, blocks, items, cfg, lay, s.reg)
         out = {"params": pm.params_bytes, "grads": pm.grads_bytes, "optim": pm.optimizer_bytes,
-               "opt_s": _optimizer_seconds(pm.trainable_count, items, cfg, lay, s.reg, coster),
+               "opt_s": stage_optimizer_seconds(pm.trainable_count, items, cfg, lay, s.reg, coster),
                "grad_s": 0.0, "grad_buckets": 1, "ag_s": 0.0, "ag_buckets": 1, "sync": False,
                "fsdp": False, "g_s": 0.0, "layers": 1, "gathered": 0.0}
         tasks = step_comm(pm, cfg, lay, s.reg, comm, 0.0, 0.0)  # which collectives, their seconds
