@@ -75,7 +75,7 @@ def test_interference_line_moves_out_of_comm_exposed_without_changing_the_step()
     """comm_sms only: the step is what the same slowdown as a residual gives, and the hidden part's cost is
     its own line."""
     a = _report(idle_gap_fraction=0.0, comm_sms=20, comm_compute_slowdown=0.0)
-    b = _report(idle_gap_fraction=0.0, comm_compute_slowdown=20 / 108)  # A100: 108 SMs
+    b = _report(idle_gap_fraction=0.0, comm_sms=0, comm_compute_slowdown=20 / 108)  # A100: 108 SMs
     assert a.step_time_s == pytest.approx(b.step_time_s, rel=1e-12)
     assert a.time_breakdown_s["interference"] > 0
     assert math.isclose(sum(a.time_breakdown_s.values()), a.step_time_s, rel_tol=1e-9)
