@@ -26,7 +26,7 @@ from validation.components.gpu_plan import (
     spread,
 )
 
-__all__ = ["gpu_facts", "time_cuda", "measure_gemm", "measure_attention", "measure_hbm", "measure_allreduce"]
+__all__ = ["gpu_facts", "time_cuda", "gemm_fn", "measure_gemm", "measure_attention", "measure_hbm", "measure_allreduce"]
 
 DEVICE = "cuda"
 """Where the tensors live (a test runs the code paths on "cpu" with a stand-in for CUDA events)."""
@@ -90,16 +90,18 @@ def _warm_up(seconds: float) -> None:
 # ----------------------------------------------------------------------------------------------
 # GEMM
 # ----------------------------------------------------------------------------------------------
-def _gemm_fn(dtype: str, m: int, n: int, k: int):
+def gemm_fn(dtype: str, m: int, n: int, k: int, zeros: bool = False):
+    """One bf16 ``matmul`` or fp8 ``_scaled_mm`` of m×k by k×n, inputs random normal (or zeros)."""
     import torch
+    make = torch.zeros if zeros else torch.randn
     if dtype == "bf16":
-        a = torch.randn(m, k, device=DEVICE, dtype=torch.bfloat16)
-        b = torch.randn(k, n, device=DEVICE, dtype=torch.bfloat16)
+        a = make(m, k, device=DEVICE, dtype=torch.bfloat16)
+        b = make(k, n, device=DEVICE, dtype=torch.bfloat16)
         return lambda: torch.matmul(a, b)
     if not (hasattr(torch, "_scaled_mm") and hasattr(torch, "float8_e4m3fn")):
         raise RuntimeError("torch has no _scaled_mm / float8_e4m3fn")
-    a8 = torch.randn(m, k, device=DEVICE).to(torch.float8_e4m3fn)
-    b8 = torch.randn(n, k, device=DEVICE).to(torch.float8_e4m3fn).t()  # column-major (k, n), as cuBLASLt wants
+    a8 = make(m, k, device=DEVICE).to(torch.float8_e4m3fn)
+    b8 = make(n, k, device=DEVICE).to(torch.float8_e4m3fn).t()  # column-major (k, n), as cuBLASLt wants
     one = torch.ones((), device=DEVICE, dtype=torch.float32)
     fn = lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
     fn()
@@ -117,7 +119,7 @@ def measure_gemm(plan: Plan) -> tuple[list[Measurement], list[dict]]:
             skipped.append({"component": "gemm-fp8", "reason": f"{label}: compute capability < 8.9 (no fp8)"})
             continue
         try:
-            fn = _gemm_fn(dtype, m, n, k)
+            fn = gemm_fn(dtype, m, n, k)
             t, s = time_cuda(fn, plan.trials)
         except (RuntimeError, TypeError) as exc:
             skipped.append({"component": f"gemm-{dtype}", "reason": f"{label}: {type(exc).__name__}: {exc}"[:300]})

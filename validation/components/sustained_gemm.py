@@ -77,19 +77,6 @@ def window_summary(tflops: list[float], peak_tflops: float) -> dict:
             "sustained_fraction": sustained / peak_tflops, "sustained_over_burst": sustained / tflops[0]}
 
 
-def _gemm(dtype: str, data: str):
-    import torch
-    m, n, k = SHAPE
-    make = torch.randn if data == "random" else torch.zeros
-    if dtype == "bf16":
-        a, b = make(m, k, device="cuda", dtype=torch.bfloat16), make(k, n, device="cuda", dtype=torch.bfloat16)
-        return lambda: torch.matmul(a, b)
-    a8 = make(m, k, device="cuda").to(torch.float8_e4m3fn)
-    b8 = make(n, k, device="cuda").to(torch.float8_e4m3fn).t()  # column-major (k, n), as cuBLASLt wants
-    one = torch.ones((), device="cuda", dtype=torch.float32)
-    return lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-
-
 def _timed_windows(fn, seconds: float) -> tuple[list[float], float, float]:
     """TFLOP/s per ~1 s window of back-to-back calls for ``seconds``; host start and end times."""
     import torch
@@ -120,11 +107,12 @@ def _smi() -> subprocess.Popen | None:
 
 
 def _runs(plan: list[tuple[str, str, float]], peaks: dict[str, float]) -> list[dict]:
+    from validation.components.gpu_bench import gemm_fn
     proc = _smi()
     runs = []
     try:
         for dtype, data, seconds in plan:
-            windows, t0, t1 = _timed_windows(_gemm(dtype, data), seconds)
+            windows, t0, t1 = _timed_windows(gemm_fn(dtype, *SHAPE, zeros=data == "zeros"), seconds)
             runs.append({"dtype": dtype, "data": data, "seconds": seconds, "t0": t0, "t1": t1,
                          "tflops": [round(x, 1) for x in windows], **window_summary(windows, peaks[dtype])})
     finally:

@@ -24,16 +24,22 @@ from pathlib import Path
 import yaml
 
 from validation.published.heldout import HeldoutResult, HeldoutRun, one_shot_groups, run_heldout
-from validation.published.heldout_rows import LF_DEFAULT_MP, LF_EARLY_STOP, LF_FULL_RECOMPUTE
+from validation.published.heldout_rows import (
+    LF_DEF,
+    LF_DEFAULT_MP,
+    LF_EARLY_STOP,
+    LF_FULL_RECOMPUTE,
+    LF_H100_NET,
+    LF_PURE_1_13_KNOBS,
+    LF_PURE_MP,
+    LF_README,
+    LF_ROCE,
+    LF_SWEEP,
+)
 
 __all__ = ["Table", "TABLES", "table_runs", "summary", "main"]
 
 _DATA = Path(__file__).with_name("data")
-_README = "mosaicml/llm-foundry scripts/train/benchmarking/README.md @ 061f2c7ce64e655100286584a7629e2a09f827ba, "
-_SWEEP = ("sweep defaults (submit_benchmarks.py): attn_impl triton, low-precision LayerNorm, FSDP FULL_SHARD, "
-          "limit_all_gathers, Composer DecoupledAdamW")
-_PURE = ("MP mode PURE: parameters gathered and gradients reduced in bf16 (Composer "
-         "mosaic_fsdp_utils.get_mixed_precision @d534e0a)")
 
 
 @dataclass(frozen=True)
@@ -48,13 +54,11 @@ class Table:
 
 
 TABLES = {
-    "h100-bf16": Table(_DATA / "llm-foundry-h100-bf16.yaml", "dgx-h100", _README + "table 'H100 80GB BF16'",
-                       (_SWEEP, LF_DEFAULT_MP, "H100 fabric not stated: the dgx-h100 cluster (8 x NDR 400 Gb/s per "
-                        "node) beyond one node"), LF_EARLY_STOP),
+    "h100-bf16": Table(_DATA / "llm-foundry-h100-bf16.yaml", "dgx-h100", LF_README + "table 'H100 80GB BF16'",
+                       (LF_SWEEP, LF_DEFAULT_MP, LF_H100_NET), LF_EARLY_STOP),
     "a100-40gb": Table(_DATA / "llm-foundry-a100-40gb.yaml", "dgx-a100-40gb",
-                       _README + "table 'A100 40GB with 1600 Gbps node-node interconnect (RoCE)'",
-                       (_SWEEP, _PURE, "1600 Gb/s RoCE per node modelled as 8 x HDR 200 Gb/s"), LF_FULL_RECOMPUTE,
-                       (("grad_reduce_fp32", False), ("recompute_early_stop", False))),
+                       LF_README + "table 'A100 40GB with 1600 Gbps node-node interconnect (RoCE)'",
+                       (LF_SWEEP, LF_PURE_MP, LF_ROCE), LF_FULL_RECOMPUTE, LF_PURE_1_13_KNOBS),
 }
 
 
@@ -69,7 +73,7 @@ def table_runs(name: str = "h100-bf16") -> tuple[HeldoutRun, ...]:
         out.append(HeldoutRun(
             label, row["model"], table.cluster, gpus // 8, "llm-foundry", int(row["global_batch"]),
             int(row["micro_batch"]), int(row["seq_len"]), "bf16", "tokens/s/GPU", float(row["tokens_per_s_per_gpu"]),
-            "README column 'Throughput (T/s/GPU)'; step = GBS·seq/(T/s/GPU · GPUs)", table.source,
+            LF_DEF, table.source,
             recompute="full" if ac else "none", stack_knobs=table.stack_knobs,
             assumptions=table.assumptions + ((table.checkpoint_note,) if ac else ())))
     return tuple(out)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["HeldoutRun", "HELDOUT_RUNS", "LF_DEFAULT_MP", "LF_EARLY_STOP", "LF_FULL_RECOMPUTE", "TT_FOREACH", "TT_EAGER_NORM"]
+__all__ = ["HeldoutRun", "HELDOUT_RUNS", "LF_README", "LF_DEF", "LF_SWEEP", "LF_ROCE", "LF_H100_NET",
+           "LF_DEFAULT_MP", "LF_PURE_MP", "LF_EARLY_STOP", "LF_FULL_RECOMPUTE", "LF_PURE_1_13_KNOBS", "TT_FOREACH",
+           "TT_EAGER_NORM"]
 
 
 @dataclass(frozen=True)
@@ -63,10 +65,14 @@ _TT_ASSUME = ("cluster network not stated: DGX A100 80GB with 8 x HDR 200 Gb/s a
               "torchtitan defaults of that commit: bf16 params / fp32 reduce, no torch.compile, no float8, "
               "SDPA flash attention, AdamW, grad clipping",
               TT_FOREACH)
-_LF = "mosaicml/llm-foundry scripts/train/benchmarking/README.md @ 061f2c7ce64e655100286584a7629e2a09f827ba, "
-_LF_DEF = "README column 'Throughput (T/s/GPU)'; step = GBS·seq/(T/s/GPU · GPUs)"
-_LF_ASSUME = ("sweep defaults (submit_benchmarks.py): attn_impl triton, low-precision LayerNorm, "
-              "FSDP FULL_SHARD, limit_all_gathers, AdamW",)
+LF_README = "mosaicml/llm-foundry scripts/train/benchmarking/README.md @ 061f2c7ce64e655100286584a7629e2a09f827ba, "
+LF_DEF = "README column 'Throughput (T/s/GPU)'; step = GBS·seq/(T/s/GPU · GPUs)"
+LF_SWEEP = ("llm-foundry sweep defaults (submit_benchmarks.py): attn_impl triton, low-precision LayerNorm, FSDP "
+            "FULL_SHARD, limit_all_gathers, Composer DecoupledAdamW")
+LF_ROCE = "'1600 Gbps node-node interconnect (RoCE)' modelled as 8 x HDR 200 Gb/s per node"
+LF_H100_NET = "H100 fabric not stated: the dgx-h100 cluster (8 x NDR 400 Gb/s per node) beyond one node"
+LF_PURE_MP = ("FSDP mixed precision PURE: parameters gathered and gradients reduced in bf16 (Composer "
+              "mosaic_fsdp_utils.get_mixed_precision @d534e0a): grad_reduce_fp32 off")
 LF_DEFAULT_MP = ("amp_bf16 with FSDP mixed precision DEFAULT: bf16 parameters gathered, gradients reduced in fp32 "
                   "(Composer mosaic_fsdp_utils.get_mixed_precision @d534e0a)")
 LF_EARLY_STOP = ("run by the Oct 2023 sweep (llm-foundry b2a43a147, sweep.sh IMAGE mosaicml/pytorch:2.1.0): the "
@@ -75,6 +81,8 @@ LF_EARLY_STOP = ("run by the Oct 2023 sweep (llm-foundry b2a43a147, sweep.sh IMA
 LF_FULL_RECOMPUTE = ("numbers of the May-Jul 2023 tables, kept unchanged by the Oct 2023 re-run (b2a43a147: 'added "
                   "back old numbers that I didn't reproduce'; sweep.sh image then PyTorch 1.13.1): the whole block "
                   "is recomputed (recompute_early_stop off)")
+LF_PURE_1_13_KNOBS = (("grad_reduce_fp32", False), ("recompute_early_stop", False))
+"""The stack knobs of a pure-bf16 row of the PyTorch 1.13.1 tables (:data:`LF_PURE_MP`, :data:`LF_FULL_RECOMPUTE`)."""
 _NEMO = ("NVIDIA/NeMo docs/source/performance/performance_summary.md @ 070a0bb168d405d653b9734c0017cf5078e77c0d, "
          "Pretraining table (NeMo 24.07 container, DGX-H100, FP8)")
 _NEMO_DEF = "table column 'Tokens / sec / GPU'; step = GBS·seq/(value · GPUs)"
@@ -151,34 +159,26 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
                optimizer_impl="foreach", assumptions=_TT_ASSUME + ("seq 4096: the Llama 2 default the page names",)),
     # --- llm-foundry (Composer FSDP), MPT -----------------------------------------------------------
     HeldoutRun("llm-foundry MPT-7B 8xH100", "mpt-7b", "dgx-h100", 1, "llm-foundry", 48, 6, 2048, "bf16",
-               "tokens/s/GPU", 10643.0, _LF_DEF, _LF + "table 'H100 80GB BF16', row 7b/2048/8 GPUs",
-               assumptions=_LF_ASSUME + ("H100 cluster fabric not stated (single node here)",
-                                         LF_DEFAULT_MP)),
+               "tokens/s/GPU", 10643.0, LF_DEF, LF_README + "table 'H100 80GB BF16', row 7b/2048/8 GPUs",
+               assumptions=(LF_SWEEP, LF_DEFAULT_MP)),
     HeldoutRun("llm-foundry MPT-30B 32xH100", "mpt-30b", "dgx-h100", 4, "llm-foundry", 1344, 14, 2048, "bf16",
-               "tokens/s/GPU", 2308.0, _LF_DEF, _LF + "table 'H100 80GB BF16', row 30b/2048/32 GPUs",
+               "tokens/s/GPU", 2308.0, LF_DEF, LF_README + "table 'H100 80GB BF16', row 30b/2048/32 GPUs",
                recompute="full",
-               assumptions=_LF_ASSUME + ("H100 cluster fabric not stated: dgx-h100 (8 x NDR 400 Gb/s) assumed",
-                                         LF_DEFAULT_MP, LF_EARLY_STOP)),
+               assumptions=(LF_SWEEP, LF_H100_NET, LF_DEFAULT_MP, LF_EARLY_STOP)),
     HeldoutRun("llm-foundry MPT-7B 8xA100-80GB", "mpt-7b", "dgx-a100-80gb", 1, "llm-foundry", 96, 6, 2048,
-               "bf16", "tokens/s/GPU", 4641.0, _LF_DEF,
-               _LF + "table 'A100 80GB with 1600 Gbps node-node interconnect (RoCE)', row 7b/2048/8 GPUs",
-               assumptions=_LF_ASSUME + (LF_DEFAULT_MP,)),
+               "bf16", "tokens/s/GPU", 4641.0, LF_DEF,
+               LF_README + "table 'A100 80GB with 1600 Gbps node-node interconnect (RoCE)', row 7b/2048/8 GPUs",
+               assumptions=(LF_SWEEP, LF_DEFAULT_MP)),
     HeldoutRun("llm-foundry MPT-70B 64xA100-80GB", "mpt-70b", "dgx-a100-80gb", 8, "llm-foundry", 2048, 8, 2048,
-               "bf16", "tokens/s/GPU", 410.0, _LF_DEF,
-               _LF + "table 'A100 80GB with 1600 Gbps node-node interconnect (RoCE)', row 70b/2048/64 GPUs",
-               recompute="full", stack_knobs=(("grad_reduce_fp32", False), ("recompute_early_stop", False)),
-               assumptions=_LF_ASSUME + ("1600 Gb/s RoCE per node modelled as 8 x HDR 200 Gb/s",
-                                         "MP mode PURE: parameters gathered and gradients reduced in bf16 "
-                                         "(Composer mosaic_fsdp_utils.get_mixed_precision @d534e0a)",
-                                         LF_FULL_RECOMPUTE)),
+               "bf16", "tokens/s/GPU", 410.0, LF_DEF,
+               LF_README + "table 'A100 80GB with 1600 Gbps node-node interconnect (RoCE)', row 70b/2048/64 GPUs",
+               recompute="full", stack_knobs=LF_PURE_1_13_KNOBS,
+               assumptions=(LF_SWEEP, LF_ROCE, LF_PURE_MP, LF_FULL_RECOMPUTE)),
     HeldoutRun("llm-foundry MPT-13B 64xA100-40GB", "mpt-13b", "dgx-a100-40gb", 8, "llm-foundry", 1024, 16, 2048,
-               "bf16", "tokens/s/GPU", 1976.0, _LF_DEF,
-               _LF + "table 'A100 40GB with 1600 Gbps node-node interconnect (RoCE)', row 13b/2048/64 GPUs",
-               recompute="full", stack_knobs=(("grad_reduce_fp32", False), ("recompute_early_stop", False)),
-               assumptions=_LF_ASSUME + ("1600 Gb/s RoCE per node modelled as 8 x HDR 200 Gb/s",
-                                         "MP mode PURE: parameters gathered and gradients reduced in bf16 "
-                                         "(Composer mosaic_fsdp_utils.get_mixed_precision @d534e0a)",
-                                         LF_FULL_RECOMPUTE)),
+               "bf16", "tokens/s/GPU", 1976.0, LF_DEF,
+               LF_README + "table 'A100 40GB with 1600 Gbps node-node interconnect (RoCE)', row 13b/2048/64 GPUs",
+               recompute="full", stack_knobs=LF_PURE_1_13_KNOBS,
+               assumptions=(LF_SWEEP, LF_ROCE, LF_PURE_MP, LF_FULL_RECOMPUTE)),
     # --- PyTorch FSDP (IBM fms-fsdp), Llama 2 7B on 128 x A100 80GB --------------------------------
     HeldoutRun("PyTorch FSDP Llama2-7B 128xA100", "llama2-7b", "dgx-a100-80gb", 16, "fsdp2", 256, 2, 4096, "bf16",
                "tokens/s/GPU", 3700.0, "the post's 'tokens/sec/GPU'; step = GBS·seq/(value · GPUs)",

@@ -30,6 +30,9 @@ from validation.published.heldout_rows import (
     LF_DEFAULT_MP,
     LF_EARLY_STOP,
     LF_FULL_RECOMPUTE,
+    LF_PURE_MP,
+    LF_ROCE,
+    LF_SWEEP,
     TT_EAGER_NORM,
     TT_FOREACH,
 )
@@ -40,10 +43,6 @@ POOL_PATH = Path(__file__).with_name("data") / "fit-pool.yaml"
 NEMO_ROWS = tuple(r for r in HELDOUT_RUNS if r.name.startswith("NeMo "))
 """docs/heldout.md rows 3–6 (NeMo 24.07 performance summary, DGX-H100, FP8): in the pool by rule."""
 
-_LF_NET = ("'1600 Gbps node-node interconnect (RoCE)' modelled as the dgx-a100-80gb cluster's "
-           "8 x HDR 200 Gb/s")
-_LF_DEFAULTS = ("llm-foundry sweep defaults (submit_benchmarks.py): attn_impl triton, low-precision "
-                "LayerNorm, FSDP FULL_SHARD, limit_all_gathers, decoupled AdamW",)
 _LF_TORCH_1_13 = frozenset({"mpt_a10080gb_bf16_70b_seq2048_64gpu_mb8_ga4",
                             "mpt_a10080gb_bf16_70b_seq2048_32gpu_mb2_ga16"})
 """The A100-80GB rows whose numbers the Oct 2023 re-run did not reproduce and carried over from the
@@ -84,21 +83,18 @@ def source_of(record_id: str) -> str:
     return "megascale" if head.startswith("megascale") else head
 
 
-_LF_PURE_MP = ("FSDP mixed precision PURE: parameters gathered and gradients reduced in bf16 (Composer "
-               "mosaic_fsdp_utils.get_mixed_precision @d534e0a): grad_reduce_fp32 off")
-
 
 def _mpt(rec: dict) -> HeldoutRun | str:
     p, m, h = rec["parallel"], rec["model"], rec["hardware"]
     gpus = int(h["num_gpus"])
     recompute = "full" if str(p["recompute"]).startswith("full") else "none"
     seq = int(m["seq_len"])
-    assumptions = _LF_DEFAULTS + (_LF_NET,)
+    assumptions = (LF_SWEEP, LF_ROCE)
     knobs: tuple = ()
     if p.get("fsdp_mixed_precision") == "DEFAULT":
         assumptions += (LF_DEFAULT_MP,)
     elif p.get("fsdp_mixed_precision") == "PURE":
-        assumptions += (_LF_PURE_MP,)
+        assumptions += (LF_PURE_MP,)
         knobs = (("grad_reduce_fp32", False),)
     if recompute == "full" and rec["id"] in _LF_TORCH_1_13:
         assumptions += (LF_FULL_RECOMPUTE,)
