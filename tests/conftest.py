@@ -8,6 +8,16 @@ from simtrain.glossary import OpClass
 from simtrain.graph.model import Model
 from simtrain.graph.op import Gemm, Op, PhaseCounts, Saved
 from simtrain.specs.hardware import Cluster, Device
+from tests.solo_lock import machine_turn
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Setup, call and teardown of each test inside its turn on the machine (tests/solo_lock.py): a
+    ``solo`` test, which times this machine, runs while no other xdist worker runs a test."""
+    run_id = getattr(item.config, "workerinput", {}).get("testrunuid")
+    with machine_turn(run_id, solo=item.get_closest_marker("solo") is not None):
+        yield
 
 
 def _s(value, source="invented for tests"):

@@ -19,9 +19,11 @@ executes that node in backward, and Python runs the module's ``__call__``; on a 
 
 The step-time device is the calibrated device with ``launch_overhead_s + δ`` (every class's issue time
 too, named ``….step``) and, where the line's slope came out non-negative, ``c`` as
-``Efficiency.step_host_overhead_s``: a negative slope (the CPU record: the chain over-predicted at
-depth) leaves the intercept an artefact of the clamp, not a cost. The chain is not a zoo model and its
-times never see the zoo's.
+``Efficiency.step_host_overhead_s``: a negative slope leaves the intercept an artefact of the clamp,
+not a cost. (The CPU records up to 2026-12-05 had one: each imported layer's module path was in its op
+signature, so every layer of the chain paid its in-step launch at the whole step's gap and the chain
+was over-predicted at depth; parallel/model_index.op_signature leaves the path out since.) The chain
+is not a zoo model and its times never see the zoo's.
 """
 
 from __future__ import annotations

@@ -111,16 +111,21 @@ def evict_bytes(llc_bytes: float) -> int:
 
 def _filler(evict: int = 0):
     """Small kernels of other kinds on other small tensors, run in turn for the gap; a gap of a whole
-    step (≥ :data:`STEP_GAP_S`) first reads ``evict`` bytes of another buffer."""
+    step (≥ :data:`STEP_GAP_S`) first reads ``evict`` bytes of another buffer, then runs the kernels
+    for the whole gap (the read is not counted in it)."""
     import torch
     x, m, img, w = torch.randn(4096), torch.randn(64, 64), torch.randn(2, 8, 16, 16), torch.randn(8, 8, 3, 3)
     kernels = (lambda: torch.sigmoid(x), lambda: m @ m, lambda: torch.conv2d(img, w, padding=1))
     sweep = torch.ones(evict // 4) if evict > 0 else None
 
     def run(seconds: float) -> None:
-        end, i = time.perf_counter() + seconds, 0
         if sweep is not None and seconds >= STEP_GAP_S:
             sweep.sum()
+        # the gap's clock starts after the read: where the read outlasts the gap (a 480 MiB L3 read
+        # twice, ~50 ms) the cold call came straight after one long stream and took ~140 µs more than
+        # hot, against 15-25 µs after the same read and 5-20 ms of small kernels (2026-12-06, a 2-core
+        # Xeon VM); inside a step the op before is another small kernel, never a 1 GB reduction
+        end, i = time.perf_counter() + seconds, 0
         while time.perf_counter() < end:
             kernels[i % len(kernels)]()
             i += 1

@@ -22,11 +22,16 @@ REPEATED_BLOCK = re.compile(r".*\.\d+$")
 """Blocks named like ``layers.7`` are the repeated layers (full recomputation applies to them)."""
 
 
+NAME_ATTRS = frozenset({"module"})
+"""Op attributes that name where an op sits (the torch importer's module path), like ``Op.name``:
+left out of the signature, or no two layers of an imported model would ever share one."""
+
+
 def op_signature(op: Op) -> tuple:
-    """Ops with the same signature cost the same on every rank (name and block aside)."""
+    """Ops with the same signature cost the same on every rank (name, block and module path aside)."""
     return (op.kind, op.op_class, op.flops, op.act_read, op.act_write, op.weight_read, op.weight_write,
             op.gemm, op.attention, op.tp_split, op.moe, op.param_count, op.saved, op.out_shape,
-            op.shapes[:1], op.attrs)
+            op.shapes[:1], tuple(a for a in op.attrs if a[0] not in NAME_ATTRS))
 
 
 def pattern_name(name: str) -> str:

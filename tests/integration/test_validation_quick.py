@@ -24,7 +24,7 @@ from validation.report import METRICS, load_cases  # noqa: E402
 from validation.suite import quick_config, run_suite  # noqa: E402
 from validation.zoo import ZOO  # noqa: E402
 
-pytestmark = [pytest.mark.torch, pytest.mark.slow]
+pytestmark = [pytest.mark.torch, pytest.mark.slow, pytest.mark.solo]  # it times the machine
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +49,12 @@ def test_every_zoo_model_has_every_single_device_metric(quick):
 
 
 def test_step_time_within_a_factor_of_ten(quick):
-    """Below by a factor of 20: under ``pytest -n 2`` the other worker can load the second core while
-    the steps are timed and not while the calibration ran (resnet18 seen at 0.07 of the measured step
-    that way, 0.26 alone): contention, not the model. A unit slip or a missing term is still far off."""
+    """Alone on a 2-core Xeon VM (2026-12-06) every zoo model came out at 0.89-1.38 of its measured
+    step; the bounds leave the VM's minute-to-minute drift room. The module runs ``solo``
+    (tests/solo_lock.py): the other xdist worker's tests loaded a core in one phase and not the other.
+    Two model faults put resnet18 at 5.3 and 10.1 (CI) before: the cold-call bench timed its call
+    straight after a 1 GB read, and each imported layer was its own kernel signature. A unit slip or
+    a missing term is still far off."""
     result, _, _ = quick
     for c in _cases(result, "step_time"):
         assert c.measured > 0 and c.predicted > 0, c

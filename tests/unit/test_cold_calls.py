@@ -132,3 +132,21 @@ def test_adam_takes_adamws_fitted_per_tensor_overhead_where_only_adamw_was_bench
     assert step_overhead_seconds("sgd", "fused", steps) == pytest.approx(3e-5)  # SGD's one function
     assert step_overhead_seconds("momentum", "fused", steps) == pytest.approx(3e-5)
     assert step_overhead_seconds("adamw", "fused", steps) == 0.0
+
+
+def test_layers_of_an_imported_model_share_a_signature_whatever_their_module_path():
+    """The torch importer records each op's module path (``attrs["module"]``): a name, left out of the
+    signature, so a chain of equal Linear → ReLU blocks counts each kernel once per block. With the path
+    in it every layer was its model's only one, paid its launch at the whole step's gap, and the
+    validation's overhead chain came out over-predicted at depth (a negative per-launch slope)."""
+    torch = pytest.importorskip("torch")
+    import simtrain as st
+    from simtrain.parallel.model_index import op_signature
+    from validation.overhead import _loss, chain
+    model = st.Model.from_torch(chain(4), (torch.randn(2, 8),), _loss, name="chain4")
+    assert {dict(op.attrs).get("module") for op in model.ops if op.kind == "linear"} == {"0", "2", "4", "6"}
+    counts = kernel_counts(model)
+    relu = next(op for op in model.ops if op.kind == "relu")
+    assert counts[op_signature(relu)] == 4  # every ReLU: equal shapes, four module paths
+    # the linears: the first has no input gradient, the other three are one kernel
+    assert sorted(counts[op_signature(op)] for op in model.ops if op.kind == "linear") == [1, 3, 3, 3]

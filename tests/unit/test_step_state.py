@@ -196,3 +196,27 @@ def test_a_compute_bound_op_adds_its_cold_bytes_extra_time_to_its_compute():
     assert cold_stall_seconds(t_m, moved, dev, step) == pytest.approx(stall)
     assert op_cost(op, 1, regime("fp32"), dev, step).fw_s == pytest.approx(t_c + stall, rel=1e-9)
     assert cold_stall_seconds(t_m, moved, dev, warm) == 0.0
+
+
+def test_a_step_gap_runs_its_small_kernels_for_the_whole_gap_after_the_eviction_read(monkeypatch):
+    """The gap's clock starts after the read: where the read outlasts the gap (a 480 MiB L3 read twice)
+    the cold call otherwise came straight after one long stream, ~140 µs dearer than after the same
+    read and a gap of small kernels (bench_cold_calls._filler). A fake clock: the read takes 1 s."""
+    torch = pytest.importorskip("torch")
+    import simtrain.calibrate.bench_cold_calls as bench_cold
+    clock = {"now": 0.0, "read_done": None}
+
+    def perf_counter() -> float:
+        clock["now"] += 1e-3  # each reading of the clock: 1 ms of kernels
+        return clock["now"]
+    real_sum = torch.Tensor.sum
+
+    def read(self, *a, **k):
+        clock["now"] += 1.0
+        clock["read_done"] = clock["now"]
+        return real_sum(self, *a, **k)
+    monkeypatch.setattr(bench_cold.time, "perf_counter", perf_counter)
+    run = bench_cold._filler(1 << 20)
+    monkeypatch.setattr(torch.Tensor, "sum", read)
+    run(STEP_GAP_S)
+    assert clock["read_done"] is not None and clock["now"] - clock["read_done"] >= STEP_GAP_S
