@@ -37,7 +37,8 @@ BOUNDS = {"peak_fraction": (1e-5, 1.0), "half_flops": (1.0, 1e14), "memory_bandw
           "cache_miss_bandwidth_fraction": (1e-3, 1.0), "strided_agrad_exponent": (1e-3, 2.0),
           "half_rows": (1.0, 1e6), "half_depth": (1e-2, 1e5), "optimizer_tensor_overhead_s": (1e-9, 1e-2),
           "optimizer_step_overhead_s": (1e-9, 1e-2),
-          "cache_bytes": (float(1 << 16), 1e12), "panel_bytes_per_s": (1e6, 1e13)}
+          "cache_bytes": (float(1 << 16), 1e12), "panel_bytes_per_s": (1e6, 1e13),
+          "cache_hit_exponent": (1.0, 8.0)}
 STRIDE = "strided_agrad_exponent"
 """Fitted when there are backward rows of strided convs."""
 

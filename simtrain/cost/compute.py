@@ -272,14 +272,15 @@ def memory_seconds(bytes_moved: float, device: Device, eff: Efficiency, working_
 
 def cache_miss_slowdown(bytes_moved: float, eff: Efficiency) -> float:
     """Time multiplier of a streaming op that outgrows the cache tier: h + (1 − h) / f with
-    h = min(1, cache_bytes / bytes_moved) the share served from cache (what the producing op left
-    resident: its last ``cache_bytes`` of output under LRU) and f = ``cache_miss_bandwidth_fraction``
-    the main-memory bandwidth relative to the cache-assisted streaming rate (the two-level
-    average-access-time model, Hennessy & Patterson, Computer Architecture, 6th ed., §B.1).
+    h = (cache_bytes / bytes_moved)^k the share served from cache (k = 1: what the producing op left
+    resident, its last ``cache_bytes`` of output; a larger ``cache_hit_exponent`` k: a policy that keeps
+    less of a stream longer than the cache) and f = ``cache_miss_bandwidth_fraction`` the main-memory
+    bandwidth relative to the cache-assisted streaming rate (the two-level average-access-time model,
+    Hennessy & Patterson, Computer Architecture, 6th ed., §B.1).
     1.0 with no cache tier (``cache_bytes`` 0) or when everything fits."""
     if eff.cache_bytes <= 0 or bytes_moved <= eff.cache_bytes:
         return 1.0
-    hit = eff.cache_bytes / bytes_moved
+    hit = (eff.cache_bytes / bytes_moved) ** eff.cache_hit_exponent
     return hit + (1.0 - hit) / eff.cache_miss_bandwidth_fraction
 
 

@@ -153,6 +153,13 @@ class Efficiency(Spec):
     it: 12–42 MiB fitted against 32 MiB reported)."""
     cache_miss_bandwidth_fraction: Fraction = 1.0
     """Bandwidth of bytes that miss ``cache_bytes``, as a fraction of the streaming bandwidth."""
+    cache_hit_exponent: Annotated[float, Field(ge=1, le=8)] = 1.0
+    """k of the share a stream past the cache still finds there, h = (cache_bytes / B)^k. 1 keeps the
+    producer's last ``cache_bytes`` resident: the EPYC's copies follow it (512 MiB moved: 36.5 GB/s
+    predicted, 35.6 measured). A cache that keeps almost nothing of a stream longer than itself (LRU
+    streamed past its size) is a large k: a Xeon VM's copies fell from 46 to 23 GB/s between 64 and
+    128 MiB moved and stayed at 23 GB/s to 512 MiB, where k = 1 predicts 14.6 (docs/own-device.md,
+    "A second machine"). Fitted with the tier on the copy rows (calibrate/fit_compute.py ``_cache_tier``)."""
     first_touch_bytes_per_s: Annotated[float, Field(ge=0, le=1e15)] = 0.0
     """Rate at which fresh pages are faulted in and zeroed on first write; 0: not costed. Applies to
     each tensor an op writes of at least ``first_touch_min_bytes`` (calibrate/bench_memory.py)."""

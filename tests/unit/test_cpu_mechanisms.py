@@ -29,6 +29,14 @@ def test_cache_miss_slowdown_by_hand():
     assert cache_miss_slowdown(4e6, _EFF) == 1.0  # no cache tier: one bandwidth
 
 
+def test_a_cache_hit_exponent_keeps_less_of_a_long_stream_by_hand():
+    """h = (C / B)^k: k = 2 at 4× the cache leaves h = 1/16, so 1/16 + (15/16) / 0.25 = 3.8125."""
+    eff = _eff(cache_bytes=1e6, cache_miss_bandwidth_fraction=0.25, cache_hit_exponent=2.0)
+    assert cache_miss_slowdown(4e6, eff) == pytest.approx(1 / 16 + (15 / 16) / 0.25)
+    assert cache_miss_slowdown(1e6, eff) == 1.0  # fits: the exponent changes nothing
+    assert cache_miss_slowdown(4e6, _eff(cache_bytes=1e6, cache_miss_bandwidth_fraction=0.25)) == pytest.approx(3.25)
+
+
 def test_memory_seconds_with_cache_tier():
     import simtrain as st
     dev = st.load_device("host-cpu")

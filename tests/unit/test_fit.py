@@ -431,6 +431,25 @@ def test_fit_finds_the_effective_cache_below_the_sysfs_size():
     assert got.cache_miss_bandwidth_fraction == pytest.approx(0.3, rel=0.15)
 
 
+def test_the_copies_give_back_a_sharp_knee_even_from_a_host_sized_sysfs_cache():
+    """A stream past the cache that keeps almost nothing (truth: h = (C / B)^4, 8 MB, misses at 0.3),
+    fitted from a start that names the host's cache (1 GB, above every copy: a VM's sysfs) — the copies'
+    own stage starts below the largest copies and gives back the exponent, the size and the fraction."""
+    dev = invented_device()
+    truth = _truth_eff().model_copy(update={"cache_bytes": 8e6, "cache_miss_bandwidth_fraction": 0.3,
+                                            "cache_hit_exponent": 4.0})
+    shapes = [r for r in _shapes() if r.bench != "copy"]
+    shapes += [_row("copy", OpClass.MEMORY, counts.copy_counts(1 << p, 4), numel=1 << p) for p in range(10, 26)]
+    start = truth.model_copy(update={"cache_bytes": 1e9, "cache_miss_bandwidth_fraction": 0.5,
+                                     "cache_hit_exponent": 1.0})
+    fitted = fit_compute(_synthetic(dev, truth, shapes=shapes).rows, dev, start)
+    got = fitted.efficiency
+    assert "cache_hit_exponent" in fitted.names
+    assert got.cache_hit_exponent == pytest.approx(4.0, rel=0.3)
+    assert got.cache_bytes == pytest.approx(8e6, rel=0.25)
+    assert got.cache_miss_bandwidth_fraction == pytest.approx(0.3, rel=0.15)
+
+
 def test_cache_tier_comes_from_the_copies_where_other_rows_disagree(monkeypatch):
     """Rows past the cache of a mechanism the tier does not model (here: every non-copy row over 8 MB
     timed 1.8× what the truth predicts) pull a tier fitted with everything; fitted on the copies
