@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 RESULTS = Path(__file__).resolve().parents[2] / "validation" / "results"
 
 
-@pytest.mark.parametrize("name, exponent", [("amd-epyc-2c", (1.0, 1.2)), ("intel-xeon-2c", (3.0, 8.0))])
+@pytest.mark.parametrize("name, exponent", [("amd-epyc-2c", (1.0, 1.2)), ("intel-xeon-2c", (2.0, 8.0))])
 def test_the_copies_past_the_cache_are_reproduced(name, exponent):
     m = Measurements.load(RESULTS / f"measurements-{name}.json")
     device = fit(m).device
