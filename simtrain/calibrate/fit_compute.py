@@ -58,12 +58,12 @@ __all__ = ["BW_SUFFIX", "OPTIM_PREFIX", "OPTIM_STEP_PREFIX", "LAUNCH_PREFIX", "K
 PRIOR_WEIGHT = 0.02
 _GLOBALS = ("memory_bandwidth_fraction", "memory_half_bytes", "launch_overhead_s")
 _CACHE = ("cache_miss_bandwidth_fraction", "cache_bytes")
-_CACHE_TIER = (*_CACHE, "cache_hit_exponent")
-"""What the copies' own stage fits (:func:`_cache_tier`); the exponent only there, where the copies past
-the cache are the only rows, so no other mechanism can bend the tail."""
 """Fitted only when the start efficiency has a cache tier (``cache_bytes`` > 0, the machine's
 last-level cache size as the prior): on the copy rows alone where they place it
 (:func:`_cache_tier`), else with everything."""
+_CACHE_TIER = (*_CACHE, "cache_hit_exponent")
+"""What the copies' own stage fits (:func:`_cache_tier`); the exponent only there, where the copies past
+the cache are the only rows, so no other mechanism can bend the tail."""
 CACHE_BENCH = "copy"
 """The rows the cache tier is fitted on: one mechanism (read a buffer, write another) over sizes from
 1 KiB to 256 MiB, either side of the last-level cache."""
