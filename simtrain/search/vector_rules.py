@@ -32,10 +32,9 @@ def bucketed_exposed_s(total_s, buckets, hide_s):
     """``comm_tasks._bucketed_exposed``: bucketed sync behind ``hide_s``, never less than the last
     bucket (``buckets`` = max(1, ⌈bytes / bucket_bytes⌉), computed by the scalar piece)."""
     last = total_s / buckets
-    share = (buckets - 1) / buckets
     # one bucket hides nothing: 0, not hide_s × 0 (NaN and a RuntimeWarning where an underflowing
     # device made hide_s infinite; that point is reported infeasible by its step time either way)
-    hidden = np.where(share > 0, hide_s * np.where(share > 0, share, 1.0), 0.0)
+    hidden = np.where(buckets > 1, hide_s, 0.0) * (buckets - 1) / buckets
     return np.maximum(last, total_s - hidden)
 
 
