@@ -25,6 +25,9 @@ Per step (data parallelism over dp × cp ranks):
   16-bit parameters, overlapped with the first forward (Megatron-Core --overlap-param-gather: exposed
   before it, phase ``step-start``) or after the optimizer step (exposed);
 * ZeRO-3 / FSDP: the reduce-scatter, in what the parameter gathers leave of the link.
+* A rank holding several model chunks (interleaved 1F1B, DualPipeV) syncs each chunk on its own, as
+  Megatron-core does: a chunk's gradients when its last backward ends, behind the rank's remaining
+  tasks; chunk j + 1's parameters from chunk j's first forward (parallel/chunk_sync.py).
 * A stack that reduces in every micro-batch's backward (``Stack.grad_sync_every_micro_batch_from_zero``:
   FSDP without ``no_sync``, DeepSpeed from ZeRO-2) also runs the m − 1 earlier reductions, each behind
   its own micro-batch's backward (phase ``accum``, charged with the step's sync).
@@ -48,7 +51,9 @@ from simtrain.cost.op_cost import shard_factors
 from simtrain.cost.precision import Regime
 from simtrain.glossary import PipelineSchedule
 from simtrain.graph.op import Op
+from simtrain.parallel.chunk_sync import gather_exposed_s, grad_sync_exposed_s
 from simtrain.parallel.recompute import early_stop_skips, recomputed_count
+from simtrain.parallel.schedule_orders import ONE_CHUNK, ChunkWindows
 
 __all__ = ["CommTask", "microbatch_comm", "step_comm"]
 
@@ -277,12 +282,14 @@ def _accumulated_reductions(cfg, lay, kind: str, grad_bytes: float, total_s: flo
                      slowdown=cfg.stack.comm_compute_slowdown)]
 
 
-def step_comm(pm, cfg, lay, reg: Regime, comm, fw_task_s: float, bw_task_s: float, gather_s: float = 0.0) -> tuple:
+def step_comm(pm, cfg, lay, reg: Regime, comm, fw_task_s: float, bw_task_s: float, gather_s: float = 0.0,
+              windows: ChunkWindows = ONE_CHUNK) -> tuple:
     """Data-parallel sync of one step for this stage's ranks. ``bw_task_s``: the rank's last
     backward task (one chunk of the last micro-batch, everything in it), all that can hide the
-    gradient sync (earlier ones finished long ago) — less ``gather_s``, the time ZeRO-3's parameter
+    gradient sync of the last chunk to finish — less ``gather_s``, the time ZeRO-3's parameter
     gathers hold the same link in that task; ``fw_task_s``: the rank's first forward task, behind
-    which the overlapped ZeRO-1/2 parameter all-gather runs (phase ``step-start``)."""
+    which the overlapped ZeRO-1/2 parameter all-gather runs (phase ``step-start``). ``windows``: where
+    a rank holds several chunks, when each chunk's share of the sync can run (parallel/chunk_sync.py)."""
     group = lay.dp * lay.cp
     if group == 1 or pm.trainable_count == 0:
         return ()
@@ -293,16 +300,18 @@ def step_comm(pm, cfg, lay, reg: Regime, comm, fw_task_s: float, bw_task_s: floa
     out = []
     kind = "allreduce" if cfg.zero_stage == 0 else "reducescatter"
     total = comm.dp_s(kind, grad_bytes)
-    exposed = _bucketed_exposed(total, grad_bytes, cfg.dp_bucket_bytes, hide) if cfg.dp_overlap else total
+    exposed = float(grad_sync_exposed_s(total, grad_bytes, cfg.dp_bucket_bytes, fw_task_s, hide, windows)) \
+        if cfg.dp_overlap else total
     out.append(CommTask("dp", kind, "step", grad_bytes, total, 1, overlap_s=total - exposed, slowdown=slow))
     out.extend(_accumulated_reductions(cfg, lay, kind, grad_bytes, total, max(0.0, bw_task_s - gather_s) * lay.v))
     if 1 <= cfg.zero_stage < 3:
         param_bytes = pm.params_count * reg.weight_bytes
         ag = comm.dp_s("allgather", param_bytes)
         if cfg.dp_overlap:  # Megatron-Core --overlap-param-gather: bucketed gathers hidden behind the next forward
-            exposed = _bucketed_exposed(ag, param_bytes, cfg.dp_bucket_bytes, fw_task_s)
+            exposed = float(gather_exposed_s(ag, param_bytes, cfg.dp_bucket_bytes, fw_task_s, bw_task_s, windows))
             out.append(CommTask("dp", "allgather", "step-start", param_bytes, ag, 1, overlap_s=ag - exposed,
                                 slowdown=slow))
         else:
             out.append(CommTask("dp", "allgather", "step", param_bytes, ag, 1, slowdown=slow))
     return tuple(out)
+

@@ -33,6 +33,7 @@ from simtrain.parallel.recompute import (
     recomputed_count,
     selected,
 )
+from simtrain.parallel.schedule_orders import ChunkWindows, chunk_windows
 from simtrain.parallel.stage_state import stage_optimizer_seconds, stage_param_memory
 from simtrain.specs.efficiency import Efficiency
 from simtrain.specs.hardware import Cluster
@@ -223,7 +224,7 @@ def stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cl
     """Cost one stage (memoised with the model: a pure function of the blocks, layout, settings,
     device and communication model)."""
     memo = model_index(model).memo
-    key = ("stage", blocks, lay, id(comm), id(cluster.device), _setting_key(cfg))
+    key = ("stage", blocks, lay, id(comm), id(cluster.device), _setting_key(cfg), _windows(stage, cfg, lay))
     hit = memo.get(key)
     if hit is not None and hit[0] is comm and hit[1] is cluster.device:
         return hit[2] if hit[2].stage == stage else dataclasses.replace(hit[2], stage=stage)
@@ -232,6 +233,11 @@ def stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cl
         memo.clear()
     memo[key] = (comm, cluster.device, program)
     return program
+
+
+def _windows(stage: int, cfg: TrainConfig, lay: Layout) -> ChunkWindows:
+    """When each of the rank's chunks can run its share of the step's data-parallel sync."""
+    return chunk_windows(stage, lay.pp, lay.micro_batches, cfg.pipeline_schedule, lay.v)
 
 
 def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: Cluster, cfg: TrainConfig,
@@ -254,7 +260,8 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
         bw = host_bound_s(bw, bwk + rck, stack, rc + exp_bw)
     gathers = sum(t.total_s for t in mb_comm if t.axis == "dp" and t.phase == "bw")
     # the last backward task (one of v chunks) hides the gradient sync; the first forward task, the gathers
-    dp_comm = step_comm(pm, cfg, lay, reg, comm, (fw + exp_fw) / lay.v, (bw + rc + exp_bw) / lay.v, gathers / lay.v)
+    dp_comm = step_comm(pm, cfg, lay, reg, comm, (fw + exp_fw) / lay.v, (bw + rc + exp_bw) / lay.v, gathers / lay.v,
+                        _windows(stage, cfg, lay))
     opt_s = stage_optimizer_seconds(pm.trainable_count, items, cfg, lay, reg, coster)
     return StageProgram(stage, blocks, fw, bw, rc, fwf, bwf, rcf, mb_comm, dp_comm, opt_s, pm, mem, tuple(times),
                         fwk + bwk + rck, wg)

@@ -7,12 +7,13 @@ chunks a rank holds, and the peak of chunk activations an order keeps.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 from simtrain.glossary import PipelineSchedule
 
 __all__ = ["SPLIT_BACKWARD", "TASK_KINDS", "FORWARD_KINDS", "BACKWARD_KINDS", "is_forward", "is_backward",
            "frees_activations", "chunk_rank", "stage_chunks", "schedule_order", "interleave_group",
-           "rank_order", "order_peak_chunks"]
+           "rank_order", "order_peak_chunks", "ChunkWindows", "ONE_CHUNK", "chunk_windows"]
 
 
 SPLIT_BACKWARD = frozenset({PipelineSchedule.ZB_H1, PipelineSchedule.DUALPIPE_V})
@@ -234,3 +235,62 @@ def order_peak_chunks(rank: int, p: int, m: int, schedule: PipelineSchedule, v: 
         elif frees_activations(kind):
             held -= 1
     return peak
+
+
+_WORK = {"F": (1.0, 0.0), "Fo": (1.0, 0.0), "B": (0.0, 1.0), "Bo": (0.0, 1.0), "I": (0.0, 0.5), "W": (0.0, 0.5)}
+"""A task's work in (forward tasks, backward tasks) of one chunk: a split backward's halves as half each."""
+
+
+@dataclass(frozen=True)
+class ChunkWindows:
+    """When a rank holding several model chunks can run each chunk's share of the per-step
+    data-parallel sync, as work counts of its static order (forward tasks, backward tasks).
+
+    Megatron-core's interleaved schedule launches a chunk's gradient reduce-scatter as soon as its
+    last micro-batch's backward ends, and the parameter all-gather of chunk j + 1 at chunk j's first
+    forward (chunks 0 and 1 at the step's start): ``forward_backward_pipelining_with_interleaving``,
+    ``grad_sync_func`` / ``param_sync_func`` per model chunk (megatron/core/pipeline_parallel/
+    schedules.py). One chunk per rank: both tuples are empty and the sync hides behind the rank's
+    last backward / first forward task alone."""
+
+    grad_after: tuple[tuple[float, float], ...] = ()
+    """Per chunk but the last to finish, earliest first: the work the rank still runs after that
+    chunk's gradients are complete."""
+    gather: tuple[tuple[tuple[float, float], tuple[float, float]], ...] = ()
+    """Per chunk but the first to start, in order: (work before its gather is launched, work before
+    its first forward, which waits for the gather)."""
+
+
+ONE_CHUNK = ChunkWindows()
+"""The windows of a rank that holds one chunk: its whole sync behind its last backward / first forward."""
+
+
+def _work_before(order, index: int) -> tuple[float, float]:
+    f = sum(_WORK[kind][0] for kind, _, _ in order[:index])
+    return f, sum(_WORK[kind][1] for kind, _, _ in order[:index])
+
+
+@functools.lru_cache(maxsize=1024)
+def chunk_windows(rank: int, p: int, m: int, schedule: PipelineSchedule, v: int = 1) -> ChunkWindows:
+    """The :class:`ChunkWindows` of pipeline rank ``rank`` under its static order (:func:`rank_order`);
+    a rank with one chunk gets :data:`ONE_CHUNK` without walking its order."""
+    schedule = PipelineSchedule(schedule)
+    if len(stage_chunks(rank, p, v, schedule)) < 2:
+        return ONE_CHUNK
+    order = rank_order(rank, p, m, schedule, v)
+    last: dict[int, int] = {}
+    first: dict[int, int] = {}
+    for i, (kind, chunk, _) in enumerate(order):
+        if frees_activations(kind):  # B, Bo, W: the chunk's weight gradients of this micro-batch are in
+            last[chunk] = i
+        if is_forward(kind):
+            first.setdefault(chunk, i)
+    if len(last) < 2:
+        return ONE_CHUNK
+    total = _work_before(order, len(order))
+    ends = sorted(last.values())[:-1]
+    grad = tuple((total[0] - f, total[1] - b) for f, b in (_work_before(order, i + 1) for i in ends))
+    starts = sorted(first.values())
+    needs = [_work_before(order, i) for i in starts]
+    gather = tuple(((0.0, 0.0) if j == 1 else needs[j - 1], needs[j]) for j in range(1, len(starts)))
+    return ChunkWindows(grad, gather)

@@ -35,6 +35,7 @@ from simtrain.parallel.model_index import model_index
 from simtrain.parallel.partition import partition_blocks
 from simtrain.parallel.program import _last_op, _OpCoster, stage_compute
 from simtrain.parallel.schedule import in_flight_microbatches, stage_chunks
+from simtrain.parallel.schedule_orders import ChunkWindows, chunk_windows
 from simtrain.parallel.stage_state import stage_optimizer_seconds, stage_param_memory
 from simtrain.report.step_report import MEMORY_TERM_NAMES, reserved_bytes_of
 from simtrain.search.vector_pipeline import pipeline_finish_many
@@ -126,12 +127,13 @@ def _dp_side(g: _Group, blocks) -> dict:
         out = {"params": pm.params_bytes, "grads": pm.grads_bytes, "optim": pm.optimizer_bytes,
                "opt_s": stage_optimizer_seconds(pm.trainable_count, items, cfg, lay, s.reg, coster),
                "grad_s": 0.0, "grad_buckets": 1, "ag_s": 0.0, "ag_buckets": 1, "sync": False,
-               "fsdp": False, "g_s": 0.0, "layers": 1, "gathered": 0.0}
+               "fsdp": False, "g_s": 0.0, "layers": 1, "gathered": 0.0, "grad_bytes": 0.0, "ag_bytes": 0.0}
         tasks = step_comm(pm, cfg, lay, s.reg, comm, 0.0, 0.0)  # which collectives, their seconds
-        bucket = cfg.dp_bucket_bytes
+        bucket = out["bucket"] = cfg.dp_bucket_bytes
         for t in (t for t in tasks if t.phase != "accum"):  # the accumulated reductions: _stage_time
             name = "grad" if t.kind != "allgather" else "ag"
-            out.update({f"{name}_s": t.seconds, f"{name}_buckets": max(1, math.ceil(t.bytes / bucket)), "sync": True})
+            out.update({f"{name}_s": t.seconds, f"{name}_buckets": max(1, math.ceil(t.bytes / bucket)),
+                        f"{name}_bytes": t.bytes, "sync": True})
         gathers = _fsdp_tasks(pm, cfg, lay, s.reg, comm, 0.0, 0.0, len(blocks))
         if gathers:
             out.update(fsdp=True, g_s=gathers[0].seconds, layers=gathers[0].count)
@@ -167,6 +169,22 @@ def _stage_compute(g: _Group, blocks, cache: dict) -> dict:
     return total
 
 
+def _windows(g: _Group, stage: int) -> ChunkWindows:
+    """``program._windows`` per configuration: the chunk windows' work counts as arrays over the
+    group's points (they depend on the micro-batch count through the schedule's order)."""
+    ms, inv = np.unique(g.m, return_inverse=True)
+    per = [chunk_windows(stage, g.p, int(m), g.schedule, g.v) for m in ms]
+
+    def column(get):
+        return np.array([get(w) for w in per], dtype=float)[inv]
+
+    grad = tuple((column(lambda w, k=k: w.grad_after[k][0]), column(lambda w, k=k: w.grad_after[k][1]))
+                 for k in range(len(per[0].grad_after)))
+    gather = tuple(tuple((column(lambda w, k=k, e=e: w.gather[k][e][0]), column(lambda w, k=k, e=e: w.gather[k][e][1]))
+                         for e in (0, 1)) for k in range(len(per[0].gather)))
+    return ChunkWindows(grad, gather)
+
+
 def _stage_time(g: _Group, stage: int, blocks, cache: dict, k: dict) -> dict:
     """One stage's per-micro-batch forward / backward seconds, its syncs and optimizer step
     (``program._stage_program`` and the StageProgram properties, over every point of the group)."""
@@ -189,7 +207,7 @@ def _stage_time(g: _Group, stage: int, blocks, cache: dict, k: dict) -> dict:
                   rules.host_bound_s(comp["bw"], comp["bwk"] + comp["rck"], hd, False, comp["rc"] + exp_bw))
     rc = np.where(waits, rules.host_bound_s(comp["rc"], comp["rck"], hd, True), comp["rc"])
     before, after, hid_step = rules.step_sync_s(d, (fw + exp_fw) / g.v, (bw + rc + exp_bw) / g.v, gathers / g.v,
-                                                k["zero"], k["dp_overlap"], k["slow"])
+                                                k["zero"], k["dp_overlap"], k["slow"], _windows(g, stage))
     every = k["every_mb"] & (g.p == 1)  # pipelined: the schedule syncs on the last backward only
     extra_after, extra_hid = rules.accumulated_sync_s(d, g.m, (bw + rc + exp_bw) - gathers, every, k["dp_overlap"],
                                                       k["slow"])

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from simtrain.parallel.chunk_sync import bucketed_exposed_s, gather_exposed_s, grad_sync_exposed_s
+
 __all__ = ["exposed_s", "host_bound_s", "bucketed_exposed_s", "prefetched_exposed_s", "step_sync_s",
            "accumulated_sync_s"]
 
@@ -28,37 +30,29 @@ def host_bound_s(gpu_s, kernels, host_dispatch_s, gpu_waits_on_cpu, beside_s=0.0
     return np.where(gpu_waits_on_cpu, gpu_s + cpu_s, gpu_s + np.maximum(0.0, cpu_s - gpu_s - beside_s))
 
 
-def bucketed_exposed_s(total_s, buckets, hide_s):
-    """``comm_tasks._bucketed_exposed``: bucketed sync behind ``hide_s``, never less than the last
-    bucket (``buckets`` = max(1, ⌈bytes / bucket_bytes⌉), computed by the scalar piece)."""
-    last = total_s / buckets
-    # one bucket hides nothing: 0, not hide_s × 0 (NaN and a RuntimeWarning where an underflowing
-    # device made hide_s infinite; that point is reported infeasible by its step time either way)
-    hidden = np.where(buckets > 1, hide_s, 0.0) * (buckets - 1) / buckets
-    return np.maximum(last, total_s - hidden)
-
-
 def prefetched_exposed_s(gather_s, compute_s, layers, prefetch):
     """``comm_tasks._prefetched_exposed_s``: per-layer gathers prefetched ``prefetch`` layers ahead
     (every gather waited for without prefetch)."""
     return np.where(prefetch == 0, layers * gather_s, gather_s + (layers - 1) * np.maximum(0.0, gather_s - compute_s))
 
 
-def step_sync_s(d: dict, fw_task_s, bw_task_s, gather_s, zero_stage, dp_overlap, slowdown):
+def step_sync_s(d: dict, fw_task_s, bw_task_s, gather_s, zero_stage, dp_overlap, slowdown, windows):
     """(sync before the first forward, sync after the last backward, interference) of
     ``comm_tasks.step_comm`` for ranks whose group has a gradient sync; interference is
     ``realisation.hidden_cost_s`` of those tasks. ``d``: the stage's scalar pieces per configuration — the
-    gradient collective's seconds and buckets, the parameter all-gather's (ZeRO-1/2; 0 s and one
-    bucket otherwise); ``zero_stage``, ``dp_overlap``, ``slowdown``: per-configuration arrays."""
+    gradient collective's seconds, bytes and buckets, the parameter all-gather's (ZeRO-1/2; 0 s and one
+    bucket otherwise); ``zero_stage``, ``dp_overlap``, ``slowdown``: per-configuration arrays;
+    ``windows``: the rank's chunk windows with per-configuration work counts (parallel/chunk_sync.py)."""
     hide = np.maximum(0.0, bw_task_s - gather_s)
     total = d["grad_s"]
-    exposed = np.where(dp_overlap, bucketed_exposed_s(total, d["grad_buckets"], hide), total)
+    exposed = np.where(dp_overlap, grad_sync_exposed_s(total, d["grad_bytes"], d["bucket"], fw_task_s, hide, windows),
+                       total)
     after = 0 + exposed_s(total * 1, total - exposed, slowdown)
     hidden = slowdown * np.minimum(total, total - exposed)
     ag = d["ag_s"]
     gathers = (zero_stage >= 1) & (zero_stage < 3)
     # Megatron-Core --overlap-param-gather: the all-gather hides behind the next step's first forward
-    ag_exposed = bucketed_exposed_s(ag, d["ag_buckets"], fw_task_s)
+    ag_exposed = gather_exposed_s(ag, d["ag_bytes"], d["bucket"], fw_task_s, bw_task_s, windows)
     before = np.where(gathers & dp_overlap, 0 + exposed_s(ag * 1, ag - ag_exposed, slowdown), 0.0)
     hidden = np.where(gathers & dp_overlap, hidden + slowdown * np.minimum(ag, ag - ag_exposed), hidden)
     after = np.where(gathers & ~dp_overlap, after + exposed_s(ag * 1, 0.0, slowdown), after)

@@ -10,7 +10,9 @@ backward, or this chunk's own forward on the last chunk). A task is the recipe o
 compute, the exposed part of its collectives on their streams, the pipeline send at its tail, and
 the hidden part of its collectives beside it. Before its first forward a rank runs the exposed
 part of its parameter all-gather (the rest behind that forward); behind its last backward the
-gradient-reduction buckets, after it the exposed rest, then the optimizer step.
+gradient-reduction buckets, after it the exposed rest, then the optimizer step. (A rank with several
+chunks hides earlier chunks' shares behind its other tasks, parallel/chunk_sync.py; the trace draws
+all of the hidden sync beside the first / last task, fitted into it, which keeps the step's seconds.)
 
 Two ways to run a task: when links cannot contend (``contention=False``: every rank's every axis
 has its own link, which is what the closed form assumes) a task is one simpy timeout whose slices
