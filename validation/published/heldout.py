@@ -94,7 +94,7 @@ def stack_of_run(run, **knobs):
 
 
 _OPTIONAL = ("zero_stage", "recompute_every_k_blocks", "recompute_num_layers", "flash_attention", "dp_overlap",
-             "optimizer_impl")
+             "optimizer_impl", "rank_order")
 
 
 def config_of(run: HeldoutRun) -> st.TrainConfig:

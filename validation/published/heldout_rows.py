@@ -44,6 +44,7 @@ class HeldoutRun:
     flash_attention: bool | None = None   # None: the stack's attention kernel decides
     dp_overlap: bool | None = None        # None: the stack preset's
     optimizer_impl: str | None = None     # None: the stack preset's (TrainConfig.optimizer_impl)
+    rank_order: str | None = None         # None: TrainConfig's default (tp-cp-ep-dp-pp)
     nics_per_node: int | None = None      # network overrides where the source's fabric differs
     nic_link: str | None = None
     framework: str | None = None
@@ -95,6 +96,8 @@ _LLAMA3 = ("Dubey et al. 2024, 'The Llama 3 Herd of Models' (arXiv:2407.21783), 
 _LLAMA3_DEF = ("Table 4 'TFLOPs/GPU' (BF16 MFU {mfu}); the paper prints no FLOP formula: PaLM's 6·N + "
                "12·L·H·Q·T per token (Chowdhery et al. 2022 App. B, causal attention counted in full) assumed; "
                "step = 2048 seq × 8192 tok × that / (value · GPUs)")
+_LLAMA3_READ = ("§3.3.1–3.3.2 read in the stored corpus (the paper's text in a public repository, read_file id "
+                "70888892482, offsets 31500-47500)")
 _LLAMA3_ASSUME = ("Meta's in-house 4D-parallel stack is not a preset: megatron-core taken as the nearest "
                   "(TP + SP, PP, sharded DP, fused kernels)",
                   "DP = GPUs / (TP·CP·PP); 16M tokens/batch = 2048 sequences of 8192",
@@ -105,22 +108,29 @@ _LLAMA3_ASSUME = ("Meta's in-house 4D-parallel stack is not a preset: megatron-c
                   "model chunk on the last stage has only output projection and loss' — 126 layers + "
                   "embedding + head = 128 chunks = 16 stages x 8, one block each (simtrain's partition of "
                   "128 chunks). Before 2026-12-05 the row ran non-interleaved 1F1B (V read as unstated)",
-                  "zero_stage 2: DP is FSDP sharding optimizer states and gradients, parameters not "
-                  "resharded after the forward (§3.3.2, recalled, not re-verified in the stored corpus)",
-                  "no activation recompute: §3.3.2 reports 8K pre-training without activation "
-                  "checkpointing (recalled, not re-verified in the stored corpus)",
-                  "RoCE 400 Gb/s per GPU modelled by the dgx-h100 cluster's 8 x NDR 400 Gb/s rail fabric")
+                  "zero_stage 2: 'Our use of FSDP for Llama 3 shards optimizer states and gradients, but for "
+                  "model shards we do not reshard after forward computation' (§3.3.2; " + _LLAMA3_READ + ")",
+                  "no activation recompute: 'we could pre-train Llama 3 on sequences of 8K tokens without "
+                  "activation checkpointing' (§3.3.2, same)",
+                  "rank order tp-cp-(ep)-pp-dp: 'GPUs are divided into parallelism groups in the order of [TP, CP, "
+                  "PP, DP]' (Figure 5 and 'Network-aware parallelism configuration', §3.3.2; the predicted step is "
+                  "the same as with simtrain's default order, checked 2026-12-06)",
+                  "gradients reduce-scattered in fp32 ('reduce-scatter gradients in FP32 across data parallel "
+                  "workers in FSDP', §3.3.2): the preset's grad_reduce_fp32",
+                  "RoCE 400 Gb/s per GPU modelled by the dgx-h100 cluster's 8 x NDR 400 Gb/s rail fabric; the "
+                  "RoCE Clos's 1:7 oversubscription above pods of 3,072 GPUs (§3.3.1) is not modelled (a ring "
+                  "crosses pods on a few of its hops, and the job scheduler keeps traffic inside pods)")
 
 HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
     # --- Llama 3 405B pre-training, H100 (nearest preset: megatron-core) ---------------------------
     HeldoutRun("Llama3-405B 8192xH100", "llama3-405b", "dgx-h100", 1024, "megatron-core", 2048, 1, 8192,
                "bf16", "TFLOP/s/GPU", 430.0, _LLAMA3_DEF.format(mfu="43%"), _LLAMA3.format(row=1),
                tp=8, pp=16, zero_stage=2, sequence_parallel=True, pipeline_schedule="interleaved-1f1b",
-               virtual_stages=8, framework="meta-4d", assumptions=_LLAMA3_ASSUME),
+               virtual_stages=8, framework="meta-4d", rank_order="tp-cp-ep-pp-dp", assumptions=_LLAMA3_ASSUME),
     HeldoutRun("Llama3-405B 16384xH100", "llama3-405b", "dgx-h100", 2048, "megatron-core", 2048, 1, 8192,
                "bf16", "TFLOP/s/GPU", 400.0, _LLAMA3_DEF.format(mfu="41%"), _LLAMA3.format(row=2),
                tp=8, pp=16, zero_stage=2, sequence_parallel=True, pipeline_schedule="interleaved-1f1b",
-               virtual_stages=8, framework="meta-4d", assumptions=_LLAMA3_ASSUME),
+               virtual_stages=8, framework="meta-4d", rank_order="tp-cp-ep-pp-dp", assumptions=_LLAMA3_ASSUME),
     # --- NeMo 24.07 (Megatron-Core), DGX-H100, FP8 -------------------------------------------------
     HeldoutRun("NeMo Llama2-7B 8xH100 fp8", "llama2-7b", "dgx-h100", 1, "megatron-core", 128, 1, 4096, "fp8",
                "tokens/s/GPU", 16847.0, _NEMO_DEF, _NEMO + ", row LLAMA2-7B", assumptions=_NEMO_ASSUME),
