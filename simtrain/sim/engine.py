@@ -10,9 +10,9 @@ backward, or this chunk's own forward on the last chunk). A task is the recipe o
 compute, the exposed part of its collectives on their streams, the pipeline send at its tail, and
 the hidden part of its collectives beside it. Before its first forward a rank runs the exposed
 part of its parameter all-gather (the rest behind that forward); behind its last backward the
-gradient-reduction buckets, after it the exposed rest, then the optimizer step. (A rank with several
-chunks hides earlier chunks' shares behind its other tasks, parallel/chunk_sync.py; the trace draws
-all of the hidden sync beside the first / last task, fitted into it, which keeps the step's seconds.)
+gradient-reduction buckets, after it the exposed rest, then the optimizer step. A rank with several
+chunks runs a share of the hidden sync beside each chunk's last backward and from each chunk's
+gather launch instead (parallel/chunk_sync.py, recipe.sync_extras).
 
 Two ways to run a task: when links cannot contend (``contention=False``: every rank's every axis
 has its own link, which is what the closed form assumes) a task is one simpy timeout whose slices
@@ -43,7 +43,7 @@ from simtrain.parallel.schedule import (
     stage_chunks,
 )
 from simtrain.sim.links import SharedLink
-from simtrain.sim.recipe import Segment, stage_recipes, step_sync
+from simtrain.sim.recipe import Segment, stage_recipes, step_sync, sync_extras
 from simtrain.sim.trace import Flow, Timeline, TimelineEvent
 
 __all__ = ["SimOptions", "SimResult", "run_program"]
@@ -113,6 +113,7 @@ class _Pipeline:
                                        if c < len(opts.chunk_ops)}, split)
                         for r, st in enumerate(self.stages)]
         self.syncs = [step_sync(st, opts.bucket_bytes) for st in self.stages]
+        self.extras: dict[int, dict[int, tuple[Segment, ...]]] = {}
         self.speed = tuple(opts.speed) if opts.speed else (1.0,) * self.p
         self.waiters: dict[tuple[str, int, int], simpy.Event] = {}
         self._reset(self.m, "")
@@ -318,14 +319,22 @@ class _Pipeline:
         else:
             yield self.env.timeout(self._layout(r, kind, c, mb, extra))
 
+    def _extras(self, r: int, order) -> dict[int, tuple[Segment, ...]]:
+        """The rank's hidden sync segments by task index (recipe.sync_extras), built once: ``_beside``
+        caches its fitted groups by the tuples' identity."""
+        hit = self.extras.get(r)
+        if hit is None:
+            hit = self.extras[r] = sync_extras(self.syncs[r], order)
+        return hit
+
     def rank(self, r: int):
         """One training step of pipeline rank r: sync, its tasks in schedule order, sync, optimizer."""
         sync = self.syncs[r]
         yield from self._serial(r, sync.before)
         order = rank_order(r, self.p, self.m, self.schedule, self.v)
-        last_i, mem = len(order) - 1, self.memory[r]
+        mem, extras = self.memory[r], self._extras(r, order)
         for i, (kind, c, mb) in enumerate(order):
-            extra = sync.before_hidden if i == 0 else (sync.after_hidden if i == last_i else ())
+            extra = extras.get(i, ())
             if is_forward(kind):
                 mem.alloc()
             yield from self._task(r, kind, c, mb, extra)

@@ -27,7 +27,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-__all__ = ["Segment", "TaskRecipe", "StepSync", "stage_recipes", "step_sync", "COMM_AXES"]
+from simtrain.parallel.schedule_orders import frees_activations, is_forward
+
+__all__ = ["Segment", "TaskRecipe", "StepSync", "stage_recipes", "step_sync", "sync_extras", "COMM_AXES"]
 
 COMM_AXES = ("tp", "cp", "ep", "dp", "stream")
 """Axes whose collectives sit inside a task (pp is the send at its tail)."""
@@ -214,3 +216,34 @@ def step_sync(stage, bucket_bytes: float, max_buckets: int = 64) -> StepSync:
         if e + i > 0:
             after.append(Segment("dp sync", f"{label} (exposed)", e + i, "dp", t.bytes))
     return StepSync(tuple(before), tuple(before_h), tuple(after_h), tuple(after))
+
+
+def _share(segs: tuple[Segment, ...], n: int) -> tuple[Segment, ...]:
+    return segs if n == 1 else tuple(replace(s, seconds=s.seconds / n, bytes=s.bytes / n) for s in segs)
+
+
+def sync_extras(sync: StepSync, order) -> dict[int, tuple[Segment, ...]]:
+    """Which task of a rank's static order (``rank_order``: (kind, chunk, micro-batch) tuples) runs
+    which hidden part of the step's data-parallel sync beside it, by index. One chunk per rank: the
+    parameter gather behind the first task, the gradient buckets behind the last. Several chunks
+    (parallel/chunk_sync.py): an equal share of the gradient buckets behind each chunk's last
+    backward, and chunk j's share of the gather from the first task (j ≤ 1) or from chunk j − 1's
+    first forward — where the estimate's per-chunk rule lets them run (the seconds are the estimate's;
+    a share longer than its task is fitted into it, as every hidden segment is)."""
+    last: dict[int, int] = {}
+    first: dict[int, int] = {}
+    for i, (kind, chunk, _) in enumerate(order):
+        if frees_activations(kind):
+            last[chunk] = i
+        if is_forward(kind):
+            first.setdefault(chunk, i)
+    grad_at = sorted(last.values()) if len(last) > 1 else [len(order) - 1]
+    starts = sorted(first.values()) if len(first) > 1 else [0]
+    gather_at = [0 if j <= 1 else starts[j - 1] for j in range(len(starts))]
+    out: dict[int, tuple[Segment, ...]] = {}
+    for where, segs in ((gather_at, sync.before_hidden), (grad_at, sync.after_hidden)):
+        part = _share(segs, len(where))
+        for i in where:
+            if part:
+                out[i] = out.get(i, ()) + part
+    return out

@@ -139,3 +139,35 @@ def test_both_engines_and_the_sweep_agree_on_an_interleaved_sync():
     for gbs, row in zip(grid["global_batch_size"], swept.itertuples(), strict=True):
         one = st.estimate(model, cluster, cfg.model_copy(update={"global_batch_size": gbs}))
         assert row.step_time_s == pytest.approx(one.step_time_s, rel=1e-9), gbs
+
+
+# --- in the simulator's timeline ----------------------------------------------------------------------
+def test_the_simulator_runs_each_chunks_share_beside_that_chunks_last_backward():
+    from simtrain.parallel.schedule import rank_order
+    from simtrain.sim.recipe import Segment, StepSync, sync_extras
+    grad = (Segment("dp overlapped", "dp reducescatter bucket 0", 0.3, "dp", 3e8),)
+    gather = (Segment("dp overlapped", "dp allgather (overlapped)", 0.6, "dp", 6e8),)
+    sync = StepSync((), gather, grad, ())
+    order = rank_order(0, 4, 8, "interleaved-1f1b", 3)
+    extras = sync_extras(sync, order)
+    ends = [i for i, (k, c, _) in enumerate(order) if k == "B" and all(
+        not (k2 == "B" and c2 == c) for k2, c2, _ in order[i + 1:])]
+    firsts = [next(i for i, (k, c2, _) in enumerate(order) if k == "F" and c2 == c) for c in (0, 4, 8)]
+    assert sorted(extras) == sorted({0, firsts[1], *ends})   # chunks 0, 1 gathered from the start, 2 from 1's first F
+    for i in ends:
+        assert [s.seconds for s in extras[i] if "bucket" in s.name] == [pytest.approx(0.1)]
+    assert [s.seconds for s in extras[0]] == [pytest.approx(0.2), pytest.approx(0.2)]
+    assert [s.seconds for s in extras[firsts[1]]] == [pytest.approx(0.2)]
+    one = sync_extras(sync, rank_order(0, 4, 8, "1f1b", 1))          # one chunk: as before
+    assert one == {0: gather, 15: grad}
+
+
+def test_the_timeline_shows_the_sync_beside_every_chunk():
+    model, cluster = st.load_model("llama2-13b"), st.load_cluster("dgx-h100", nodes=4)
+    sim = st.simulate(model, cluster, _cfg(4))
+    buckets = [e for e in sim.timeline.events if e.rank == 1 and "reducescatter bucket" in e.name]
+    computes = sorted((e for e in sim.timeline.events if e.rank == 1 and e.lane == "compute"), key=lambda e: e.start_s)
+    backward_starts = {round(e.start_s, 9) for e in computes if e.name.startswith("B")}
+    beside = {round(e.start_s, 9) for e in buckets} & backward_starts
+    assert len(beside) == 4                       # a burst from each chunk's last backward, not all at the end
+    assert min(e.start_s for e in buckets) < computes[-1].start_s
