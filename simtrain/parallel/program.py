@@ -259,7 +259,8 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
     else:  # a backward and its recomputation are one task: one launch queue, one wait
         bw = host_bound_s(bw, bwk + rck, stack, rc + exp_bw)
     gathers = sum(t.total_s for t in mb_comm if t.axis == "dp" and t.phase == "bw")
-    # the last backward task (one of v chunks) hides the gradient sync; the first forward task, the gathers
+    # the last backward task (one of v chunks) hides the gradient sync, the first forward task the gathers;
+    # a rank with several chunks syncs each on its own, behind its other tasks (parallel/chunk_sync.py)
     dp_comm = step_comm(pm, cfg, lay, reg, comm, (fw + exp_fw) / lay.v, (bw + rc + exp_bw) / lay.v, gathers / lay.v,
                         _windows(stage, cfg, lay))
     opt_s = stage_optimizer_seconds(pm.trainable_count, items, cfg, lay, reg, coster)
