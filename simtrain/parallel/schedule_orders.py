@@ -13,7 +13,7 @@ from simtrain.glossary import PipelineSchedule
 
 __all__ = ["SPLIT_BACKWARD", "TASK_KINDS", "FORWARD_KINDS", "BACKWARD_KINDS", "is_forward", "is_backward",
            "frees_activations", "chunk_rank", "stage_chunks", "schedule_order", "interleave_group",
-           "rank_order", "order_peak_chunks", "ChunkWindows", "ONE_CHUNK", "chunk_windows"]
+           "rank_order", "order_peak_chunks", "ChunkWindows", "ONE_CHUNK", "chunk_marks", "chunk_windows"]
 
 
 SPLIT_BACKWARD = frozenset({PipelineSchedule.ZB_H1, PipelineSchedule.DUALPIPE_V})
@@ -265,9 +265,17 @@ ONE_CHUNK = ChunkWindows()
 """The windows of a rank that holds one chunk: its whole sync behind its last backward / first forward."""
 
 
-def _work_before(order, index: int) -> tuple[float, float]:
-    f = sum(_WORK[kind][0] for kind, _, _ in order[:index])
-    return f, sum(_WORK[kind][1] for kind, _, _ in order[:index])
+def chunk_marks(order) -> tuple[dict[int, int], dict[int, int]]:
+    """(index of each chunk's last gradient-completing task — B, Bo or W —, index of each chunk's
+    first forward) in a rank's static order (:func:`rank_order`)."""
+    last: dict[int, int] = {}
+    first: dict[int, int] = {}
+    for i, (kind, chunk, _) in enumerate(order):
+        if frees_activations(kind):  # the chunk's weight gradients of this micro-batch are in
+            last[chunk] = i
+        if is_forward(kind):
+            first.setdefault(chunk, i)
+    return last, first
 
 
 @functools.lru_cache(maxsize=1024)
@@ -278,19 +286,15 @@ def chunk_windows(rank: int, p: int, m: int, schedule: PipelineSchedule, v: int 
     if len(stage_chunks(rank, p, v, schedule)) < 2:
         return ONE_CHUNK
     order = rank_order(rank, p, m, schedule, v)
-    last: dict[int, int] = {}
-    first: dict[int, int] = {}
-    for i, (kind, chunk, _) in enumerate(order):
-        if frees_activations(kind):  # B, Bo, W: the chunk's weight gradients of this micro-batch are in
-            last[chunk] = i
-        if is_forward(kind):
-            first.setdefault(chunk, i)
+    last, first = chunk_marks(order)
     if len(last) < 2:
         return ONE_CHUNK
-    total = _work_before(order, len(order))
-    ends = sorted(last.values())[:-1]
-    grad = tuple((total[0] - f, total[1] - b) for f, b in (_work_before(order, i + 1) for i in ends))
-    starts = sorted(first.values())
-    needs = [_work_before(order, i) for i in starts]
-    gather = tuple(((0.0, 0.0) if j == 1 else needs[j - 1], needs[j]) for j in range(1, len(starts)))
+    before = [(0.0, 0.0)]  # work before task i, forward and backward
+    for kind, _, _ in order:
+        f, b = before[-1]
+        before.append((f + _WORK[kind][0], b + _WORK[kind][1]))
+    total = before[-1]
+    grad = tuple((total[0] - before[i + 1][0], total[1] - before[i + 1][1]) for i in sorted(last.values())[:-1])
+    needs = [before[i] for i in sorted(first.values())]
+    gather = tuple(((0.0, 0.0) if j == 1 else needs[j - 1], needs[j]) for j in range(1, len(needs)))
     return ChunkWindows(grad, gather)

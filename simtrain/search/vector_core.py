@@ -126,14 +126,15 @@ def _dp_side(g: _Group, blocks) -> dict:
         pm = stage_param_memory(g.model, blocks, items, cfg, lay, s.reg)
         out = {"params": pm.params_bytes, "grads": pm.grads_bytes, "optim": pm.optimizer_bytes,
                "opt_s": stage_optimizer_seconds(pm.trainable_count, items, cfg, lay, s.reg, coster),
-               "grad_s": 0.0, "grad_buckets": 1, "ag_s": 0.0, "ag_buckets": 1, "sync": False,
+               "grad_s": 0.0, "grad_buckets": 1, "ag_s": 0.0, "sync": False,
                "fsdp": False, "g_s": 0.0, "layers": 1, "gathered": 0.0, "grad_bytes": 0.0, "ag_bytes": 0.0}
         tasks = step_comm(pm, cfg, lay, s.reg, comm, 0.0, 0.0)  # which collectives, their seconds
         bucket = out["bucket"] = cfg.dp_bucket_bytes
         for t in (t for t in tasks if t.phase != "accum"):  # the accumulated reductions: _stage_time
             name = "grad" if t.kind != "allgather" else "ag"
-            out.update({f"{name}_s": t.seconds, f"{name}_buckets": max(1, math.ceil(t.bytes / bucket)),
-                        f"{name}_bytes": t.bytes, "sync": True})
+            out.update({f"{name}_s": t.seconds, f"{name}_bytes": t.bytes, "sync": True})
+            if name == "grad":  # the accumulated reductions' buckets (the step's own are per chunk share)
+                out["grad_buckets"] = max(1, math.ceil(t.bytes / bucket))
         gathers = _fsdp_tasks(pm, cfg, lay, s.reg, comm, 0.0, 0.0, len(blocks))
         if gathers:
             out.update(fsdp=True, g_s=gathers[0].seconds, layers=gathers[0].count)
@@ -174,14 +175,11 @@ def _windows(g: _Group, stage: int) -> ChunkWindows:
     group's points (they depend on the micro-batch count through the schedule's order)."""
     ms, inv = np.unique(g.m, return_inverse=True)
     per = [chunk_windows(stage, g.p, int(m), g.schedule, g.v) for m in ms]
-
-    def column(get):
-        return np.array([get(w) for w in per], dtype=float)[inv]
-
-    grad = tuple((column(lambda w, k=k: w.grad_after[k][0]), column(lambda w, k=k: w.grad_after[k][1]))
-                 for k in range(len(per[0].grad_after)))
-    gather = tuple(tuple((column(lambda w, k=k, e=e: w.gather[k][e][0]), column(lambda w, k=k, e=e: w.gather[k][e][1]))
-                         for e in (0, 1)) for k in range(len(per[0].gather)))
+    # (unique m, chunk, fw / bw) and (unique m, chunk, launch / need, fw / bw), spread over the points
+    grad = np.array([w.grad_after for w in per], dtype=float).reshape(len(per), -1, 2)[inv]
+    gather = np.array([w.gather for w in per], dtype=float).reshape(len(per), -1, 2, 2)[inv]
+    grad = tuple((grad[:, k, 0], grad[:, k, 1]) for k in range(grad.shape[1]))
+    gather = tuple(tuple((gather[:, k, e, 0], gather[:, k, e, 1]) for e in (0, 1)) for k in range(gather.shape[1]))
     return ChunkWindows(grad, gather)
 
 

@@ -113,7 +113,9 @@ class _Pipeline:
                                        if c < len(opts.chunk_ops)}, split)
                         for r, st in enumerate(self.stages)]
         self.syncs = [step_sync(st, opts.bucket_bytes) for st in self.stages]
-        self.extras: dict[int, dict[int, tuple[Segment, ...]]] = {}
+        # hidden sync segments by task index, built once: _beside caches its fitted groups by their identity
+        self.extras = [sync_extras(sync, rank_order(r, self.p, self.m, self.schedule, self.v))
+                       for r, sync in enumerate(self.syncs)]
         self.speed = tuple(opts.speed) if opts.speed else (1.0,) * self.p
         self.waiters: dict[tuple[str, int, int], simpy.Event] = {}
         self._reset(self.m, "")
@@ -319,20 +321,12 @@ class _Pipeline:
         else:
             yield self.env.timeout(self._layout(r, kind, c, mb, extra))
 
-    def _extras(self, r: int, order) -> dict[int, tuple[Segment, ...]]:
-        """The rank's hidden sync segments by task index (recipe.sync_extras), built once: ``_beside``
-        caches its fitted groups by the tuples' identity."""
-        hit = self.extras.get(r)
-        if hit is None:
-            hit = self.extras[r] = sync_extras(self.syncs[r], order)
-        return hit
-
     def rank(self, r: int):
         """One training step of pipeline rank r: sync, its tasks in schedule order, sync, optimizer."""
         sync = self.syncs[r]
         yield from self._serial(r, sync.before)
         order = rank_order(r, self.p, self.m, self.schedule, self.v)
-        mem, extras = self.memory[r], self._extras(r, order)
+        mem, extras = self.memory[r], self.extras[r]
         for i, (kind, c, mb) in enumerate(order):
             extra = extras.get(i, ())
             if is_forward(kind):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from simtrain.parallel.schedule_orders import frees_activations, is_forward
+from simtrain.parallel.schedule_orders import chunk_marks
 
 __all__ = ["Segment", "TaskRecipe", "StepSync", "stage_recipes", "step_sync", "sync_extras", "COMM_AXES"]
 
@@ -230,13 +230,7 @@ def sync_extras(sync: StepSync, order) -> dict[int, tuple[Segment, ...]]:
     backward, and chunk j's share of the gather from the first task (j ≤ 1) or from chunk j − 1's
     first forward — where the estimate's per-chunk rule lets them run (the seconds are the estimate's;
     a share longer than its task is fitted into it, as every hidden segment is)."""
-    last: dict[int, int] = {}
-    first: dict[int, int] = {}
-    for i, (kind, chunk, _) in enumerate(order):
-        if frees_activations(kind):
-            last[chunk] = i
-        if is_forward(kind):
-            first.setdefault(chunk, i)
+    last, first = chunk_marks(order)
     grad_at = sorted(last.values()) if len(last) > 1 else [len(order) - 1]
     starts = sorted(first.values()) if len(first) > 1 else [0]
     gather_at = [0 if j <= 1 else starts[j - 1] for j in range(len(starts))]
