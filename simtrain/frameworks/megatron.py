@@ -93,8 +93,9 @@ MEGATRON_SETTINGS: tuple[Setting, ...] = (
        "adam → adamw (Megatron's Adam decouples weight decay), sgd → momentum (--sgd-momentum 0.9)", "adam",
        f"{_A}:2913", "str", "adam"),
     _S("--clip-grad", "grad_clipping", "> 0 → True", "1.0", f"{_A}:2615", "float", 1.0),
-    _S("--tp-comm-overlap", "stack.tp_comm_overlap, stack.comm_sms",
-       "on → the megatron-core preset's share and SMs; off → 0 and 0", "off", f"{_MP}:265", "flag", False),
+    _S("--tp-comm-overlap", "stack.tp_comm_overlap",
+       "on → the megatron-core preset's share; off → 0 (the backward's input-gradient collective still "
+       "hides: tp_dgrad_comm_async)", "off", f"{_MP}:265", "flag", False),
     _S("--no-overlap-p2p-communication", "stack.pp_comm_overlap", "on → 0", "off: p2p overlapped (interleaved)",
        f"{_A}:3118", "flag", False),
     _S("--attention-backend", "stack.attention_kernel",

@@ -251,9 +251,9 @@ def _stack(a: _Args) -> str:
     if a.get("--tp-comm-overlap"):
         if not a.c["sequence_parallel"]:
             raise a.error("--tp-comm-overlap", "needs --sequence-parallel with tp > 1 (arguments.py:1442)")
-        a.knobs.update(tp_comm_overlap=core.tp_comm_overlap, comm_sms=core.comm_sms)
-    else:
-        a.knobs.update(tp_comm_overlap=0.0, comm_sms=0)
+    # off: NCCL's SMs (comm_sms) stay with the overlapped data-parallel collectives, and the backward's
+    # input-gradient collective still runs beside the weight-gradient GEMM (tp_dgrad_comm_async)
+    a.knobs["tp_comm_overlap"] = core.tp_comm_overlap if a.get("--tp-comm-overlap") else 0.0
     if a.get("--no-overlap-p2p-communication"):
         a.knobs["pp_comm_overlap"] = 0.0
     backend = a.get("--attention-backend")

@@ -84,6 +84,19 @@ class CommTask:
         return max(0.0, self.total_s - self.overlap_s) + self.slowdown * hidden
 
 
+def tp_hidden_share(stack, phase: str, sequence_parallel: bool) -> float:
+    """Share of a phase's tensor-parallel collective seconds hidden behind compute. Per row-parallel op
+    the backward task holds two collectives' worth (with sequence parallelism the all-gather of its
+    output gradient and the reduce-scatter of the next column-parallel op's input gradient; without it,
+    that input gradient's all-reduce): under ``tp_dgrad_comm_async`` the input-gradient one runs beside
+    the weight-gradient GEMM (Megatron-Core layers.py backward), so half of the task hides with sequence
+    parallelism and all of it without."""
+    share = stack.tp_comm_overlap
+    if phase == "bw" and stack.tp_dgrad_comm_async:
+        share = max(share, 0.5 if sequence_parallel else 1.0)
+    return share
+
+
 def _tp_tasks(ops, cfg, lay, reg, comm, skip: frozenset[str] = frozenset()) -> list:
     if lay.tp == 1:
         return []
@@ -106,7 +119,8 @@ def _tp_tasks(ops, cfg, lay, reg, comm, skip: frozenset[str] = frozenset()) -> l
     def task(phase: str, nbytes: float, count: int) -> CommTask:
         # TP comm overlap (Megatron-Core --tp-comm-overlap, async TP) hides a share behind the GEMMs
         sec = comm.tp_allreduce_s(nbytes)
-        return CommTask("tp", kind, phase, nbytes, sec, count, overlap_s=stack.tp_comm_overlap * sec * count,
+        share = tp_hidden_share(stack, phase, cfg.sequence_parallel)
+        return CommTask("tp", kind, phase, nbytes, sec, count, overlap_s=share * sec * count,
                         slowdown=stack.comm_compute_slowdown)
     for phase, total, n in (("fw", fw, fw_n), ("bw", bw, bw_n)):
         if n:

@@ -132,8 +132,9 @@ def _setting(model, cluster, fields: dict, tables: dict):
              stack.dp_grad_copy_passes, stack.grad_reduce_fp32)
     sig_a = (variant, str(cfg.precision), str(cfg.recompute), mods, stack.loss_kernel, stack.transient_memory_scale)
     # the stage's own collectives read the recompute policy only for full recomputation and the stack
-    # only for TP overlap (comm_tasks._tp_tasks); ring attention (cp > 1) hides behind op costs: sig_c
+    # only for TP overlap (comm_tasks._tp_tasks, tp_hidden_share); ring attention (cp > 1) hides behind op costs: sig_c
     sig_l = (variant, str(cfg.precision), str(cfg.recompute) == "full", stack.tp_comm_overlap,
+             stack.tp_dgrad_comm_async,
              stack.comm_compute_slowdown, stack.pp_comm_overlap, stack.recompute_early_stop)
     return _Setting(cfg, prepared, reg, variant, _code(tables.setdefault("c", {}), sig_c),
                     _code(tables.setdefault("l", {}), sig_l),

@@ -120,7 +120,16 @@ class Stack(Spec):
     True: the GPU idles during each dispatch (synchronising code), so they add."""
     tp_comm_overlap: Share = 0.0
     """Share of tensor-parallel collective time hidden behind the GEMMs that consume / produce it
-    (Megatron-Core ``--tp-comm-overlap`` with userbuffers, PyTorch async TP). 0 = on the critical path."""
+    (Megatron-Core ``--tp-comm-overlap`` with userbuffers, PyTorch async TP). 0 = on the critical path
+    (but see ``tp_dgrad_comm_async``)."""
+    tp_dgrad_comm_async: bool = False
+    """The column-parallel linears' input-gradient collective (all-reduce; reduce-scatter with sequence
+    parallelism) is issued asynchronously and runs beside their weight-gradient GEMM, with or without
+    ``--tp-comm-overlap`` (Megatron-Core ``LinearWithGradAccumulationAndAsyncCommunication.backward``:
+    ``async_op=True`` before ``_wgrad_gemm``; Transformer Engine's Linear likewise). Of the backward's
+    tensor-parallel collectives that hides all without sequence parallelism and half with it: the
+    row-parallel output gradient's all-gather stays on the critical path (comm_tasks._tp_tasks).
+    False: PyTorch DTensor TP and 2021 Megatron-LM, whose backward collectives wait in the stream."""
     pp_comm_overlap: Share = 0.0
     """Share of the pipeline's point-to-point sends hidden behind the next chunk's compute under the
     interleaved schedule (Megatron-LM / Megatron-Core ``overlap_p2p_comm``: the training arguments turn

@@ -100,7 +100,7 @@ def test_megatron_llama3_8b_fp8_example():
     assert c["recompute"] == "none" and c["optimizer"] == "adamw" and c["grad_clipping"] is True
     assert c["dp_bucket_bytes"] == 40_000_000 * 2    # default bucket, reduced in bf16 (--grad-reduce-in-bf16)
     assert imp.stack_overrides == {"fp8_allgather": True, "fp8_params": True, "grad_reduce_fp32": False,
-                                   "grad_buffer_16bit": True, "tp_comm_overlap": 0.0, "comm_sms": 0}
+                                   "grad_buffer_16bit": True, "tp_comm_overlap": 0.0}
     assert imp.model["num_layers"] == 32 and imp.model["num_query_groups"] == 8 and imp.model["vocab_size"] == 128256
     assert imp.model_mismatches(st.load_model("llama3-8b")) == []
     ignored = _ignored(imp)

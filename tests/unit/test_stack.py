@@ -155,6 +155,26 @@ def test_tp_comm_overlap_share_hides_that_share():
     assert part_exp == pytest.approx(0.4 * total)
 
 
+def test_async_input_gradient_collective_hides_half_the_backward_with_sp_and_all_without():
+    """Megatron-Core's backward issues the column-parallel input-gradient collective before the weight-
+    gradient GEMM: of a row op's backward pair (output-gradient all-gather + that reduce-scatter) half
+    hides with sequence parallelism; without it the pair is that all-reduce alone, all hidden. The
+    forward is untouched, and a larger --tp-comm-overlap share wins."""
+    from simtrain.estimator import build_program
+    model, cluster = st.load_model("megatron-18.4b"), st.load_cluster("dgx-a100-80gb", nodes=1)
+    base = dict(global_batch_size=8, micro_batch_size=1, seq_len=2048, precision="bf16", tp=8)
+
+    def shares(sp, overlap, dgrad_async=True):
+        stack = load_stack("megatron-lm").with_overrides(tp_comm_overlap=overlap, tp_dgrad_comm_async=dgrad_async)
+        prog = build_program(model, cluster, resolve_stack(st.TrainConfig(**base, sequence_parallel=sp, stack=stack)))
+        return {t.phase: t.overlap_s / t.total_s for t in prog.stages[0].comm if t.axis == "tp"}
+    assert shares(True, 0.0) == pytest.approx({"fw": 0.0, "bw": 0.5})
+    assert shares(False, 0.0) == pytest.approx({"fw": 0.0, "bw": 1.0})
+    assert shares(True, 0.7) == pytest.approx({"fw": 0.7, "bw": 0.7})
+    assert shares(True, 0.0, dgrad_async=False) == pytest.approx({"fw": 0.0, "bw": 0.0})
+    assert load_stack("megatron-core").tp_dgrad_comm_async and not load_stack("megatron-lm").tp_dgrad_comm_async
+
+
 def test_fsdp_prefetch_exposes_the_first_gather_and_what_compute_cannot_cover():
     # 10 layers, 2 ms gather, 1.5 ms compute per layer: 2 + 9 x 0.5 = 6.5 ms; without prefetch 20 ms
     assert _prefetched_exposed_s(2e-3, 1.5e-3, 10, 1) == pytest.approx(6.5e-3)

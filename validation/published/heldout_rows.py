@@ -117,6 +117,12 @@ _LLAMA3_ASSUME = ("Meta's in-house 4D-parallel stack is not a preset: megatron-c
                   "the same as with simtrain's default order, checked 2026-12-06)",
                   "gradients reduce-scattered in fp32 ('reduce-scatter gradients in FP32 across data parallel "
                   "workers in FSDP', §3.3.2): the preset's grad_reduce_fp32",
+                  "tensor-parallel communication overlap not stated: Megatron-Core's documented default, "
+                  "--tp-comm-overlap off (model_parallel_config.py; PyTorch's async TP is opt-in too), so "
+                  "tp_comm_overlap 0 as the Megatron importer sets it; the backward's input-gradient "
+                  "collective still runs beside the weight-gradient GEMM (tp_dgrad_comm_async, Megatron-Core's "
+                  "linear layers). Until 2026-12-06 the rows carried NeMo's recipe setting, the preset's 0.7, "
+                  "unlisted; this rule was applied after that miss was seen (docs/heldout.md)",
                   "RoCE 400 Gb/s per GPU modelled by the dgx-h100 cluster's 8 x NDR 400 Gb/s rail fabric; the "
                   "RoCE Clos's 1:7 oversubscription above pods of 3,072 GPUs (§3.3.1) is not modelled (a ring "
                   "crosses pods on a few of its hops, and the job scheduler keeps traffic inside pods)")
@@ -126,11 +132,13 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
     HeldoutRun("Llama3-405B 8192xH100", "llama3-405b", "dgx-h100", 1024, "megatron-core", 2048, 1, 8192,
                "bf16", "TFLOP/s/GPU", 430.0, _LLAMA3_DEF.format(mfu="43%"), _LLAMA3.format(row=1),
                tp=8, pp=16, zero_stage=2, sequence_parallel=True, pipeline_schedule="interleaved-1f1b",
-               virtual_stages=8, framework="meta-4d", rank_order="tp-cp-ep-pp-dp", assumptions=_LLAMA3_ASSUME),
+               virtual_stages=8, framework="meta-4d", rank_order="tp-cp-ep-pp-dp",
+               stack_knobs=(("tp_comm_overlap", 0.0),), assumptions=_LLAMA3_ASSUME),
     HeldoutRun("Llama3-405B 16384xH100", "llama3-405b", "dgx-h100", 2048, "megatron-core", 2048, 1, 8192,
                "bf16", "TFLOP/s/GPU", 400.0, _LLAMA3_DEF.format(mfu="41%"), _LLAMA3.format(row=2),
                tp=8, pp=16, zero_stage=2, sequence_parallel=True, pipeline_schedule="interleaved-1f1b",
-               virtual_stages=8, framework="meta-4d", rank_order="tp-cp-ep-pp-dp", assumptions=_LLAMA3_ASSUME),
+               virtual_stages=8, framework="meta-4d", rank_order="tp-cp-ep-pp-dp",
+               stack_knobs=(("tp_comm_overlap", 0.0),), assumptions=_LLAMA3_ASSUME),
     # --- NeMo 24.07 (Megatron-Core), DGX-H100, FP8 -------------------------------------------------
     HeldoutRun("NeMo Llama2-7B 8xH100 fp8", "llama2-7b", "dgx-h100", 1, "megatron-core", 128, 1, 4096, "fp8",
                "tokens/s/GPU", 16847.0, _NEMO_DEF, _NEMO + ", row LLAMA2-7B", assumptions=_NEMO_ASSUME),
