@@ -126,7 +126,8 @@ class Stack(Spec):
     """The column-parallel linears' input-gradient collective (all-reduce; reduce-scatter with sequence
     parallelism) is issued asynchronously and runs beside their weight-gradient GEMM, with or without
     ``--tp-comm-overlap`` (Megatron-Core ``LinearWithGradAccumulationAndAsyncCommunication.backward``:
-    ``async_op=True`` before ``_wgrad_gemm``; Transformer Engine's Linear likewise). Of the backward's
+    ``async_op=True`` before ``_wgrad_gemm``; Transformer Engine's ``module/linear.py`` backward, "Overlap
+    dgrad-RS/AR with wgrad"). Of the backward's
     tensor-parallel collectives that hides all without sequence parallelism and half with it: the
     row-parallel output gradient's all-gather stays on the critical path (comm_tasks._tp_tasks).
     False: PyTorch DTensor TP and 2021 Megatron-LM, whose backward collectives wait in the stream."""
