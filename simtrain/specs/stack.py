@@ -127,9 +127,9 @@ class Stack(Spec):
     parallelism) is issued asynchronously and runs beside their weight-gradient GEMM, with or without
     ``--tp-comm-overlap`` (Megatron-Core ``LinearWithGradAccumulationAndAsyncCommunication.backward``:
     ``async_op=True`` before ``_wgrad_gemm``; Transformer Engine's ``module/linear.py`` backward, "Overlap
-    dgrad-RS/AR with wgrad"). Of the backward's
-    tensor-parallel collectives that hides all without sequence parallelism and half with it: the
-    row-parallel output gradient's all-gather stays on the critical path (comm_tasks._tp_tasks).
+    dgrad-RS/AR with wgrad"). Of the backward's tensor-parallel collectives that hides all without
+    sequence parallelism and half with it: the row-parallel output gradient's all-gather stays on the
+    critical path (comm_tasks.tp_hidden_share).
     False: PyTorch DTensor TP and 2021 Megatron-LM, whose backward collectives wait in the stream."""
     pp_comm_overlap: Share = 0.0
     """Share of the pipeline's point-to-point sends hidden behind the next chunk's compute under the

@@ -121,7 +121,7 @@ _LLAMA3_ASSUME = ("Meta's in-house 4D-parallel stack is not a preset: megatron-c
                   "--tp-comm-overlap off (model_parallel_config.py; PyTorch's async TP is opt-in too), so "
                   "tp_comm_overlap 0 as the Megatron importer sets it; the backward's input-gradient "
                   "collective still runs beside the weight-gradient GEMM (tp_dgrad_comm_async, Megatron-Core's "
-                  "linear layers). Until 2026-12-06 the rows carried NeMo's recipe setting, the preset's 0.7, "
+                  "linear layers). Until this change (2026-12-06) the rows carried NeMo's recipe setting, the preset's 0.7, "
                   "unlisted; this rule was applied after that miss was seen (docs/heldout.md)",
                   "RoCE 400 Gb/s per GPU modelled by the dgx-h100 cluster's 8 x NDR 400 Gb/s rail fabric; the "
                   "RoCE Clos's 1:7 oversubscription above pods of 3,072 GPUs (§3.3.1) is not modelled (a ring "
