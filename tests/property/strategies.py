@@ -297,7 +297,7 @@ def _stack(c) -> dict[str, Any]:
     knobs = {"preset": preset}
     for knob, values in (("tp_comm_overlap", (0.0, 0.3, 0.7, 1.0)), ("comm_compute_slowdown", (0.0, 0.1, 0.3)),
                          ("fsdp_prefetch_layers", (0, 1, 2)), ("host_dispatch_s", (0.0, 5e-6, 2e-5)),
-                         ("gpu_waits_on_cpu", (False, True))):
+                         ("gpu_waits_on_cpu", (False, True)), ("tp_dgrad_comm_async", (False, True))):
         if c.boolean():
             knobs[knob] = c.choice(values)
     return {"stack": knobs}

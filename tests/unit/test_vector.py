@@ -60,6 +60,20 @@ def test_dense_transformer_every_knob_and_stack():
     assert _assert_equal_to_scalar(model, cluster, base, _random_points(axes, 90, seed=1)) >= 30
 
 
+def test_tensor_parallel_overlap_variants_of_one_preset():
+    """Megatron-Core with --tp-comm-overlap off, its backward's input-gradient collective async (as it runs)
+    or not, and a partial share: the sweep's stage signature tells them apart."""
+    model, cluster = st.load_model("gpt2-medium"), st.load_cluster("dgx-a100-80gb")
+    core = st.load_stack("megatron-core")
+    axes = {"nodes": [1, 2], "tp": [2, 4, 8], "pp": [1, 2], "micro_batch_size": [1, 2],
+            "sequence_parallel": [False, True], "recompute": ["none", "full"],
+            "stack": [core.with_overrides(tp_comm_overlap=0.0), core.with_overrides(tp_comm_overlap=0.0,
+                                                                               tp_dgrad_comm_async=False),
+                      core.with_overrides(tp_comm_overlap=0.3, tp_dgrad_comm_async=False)]}
+    base = st.TrainConfig(global_batch_size=64, seq_len=1024)
+    assert _assert_equal_to_scalar(model, cluster, base, _random_points(axes, 36, seed=5)) >= 20
+
+
 def test_mixture_of_experts_with_context_and_expert_parallelism():
     model, cluster = st.load_model("mixtral-8x7b"), st.load_cluster("dgx-h100")
     axes = {"nodes": [1, 2, 4], "tp": [1, 2, 4, 8], "pp": [1, 2, 4], "cp": [1, 2], "ep": [1, 2, 4, 8],
