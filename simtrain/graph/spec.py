@@ -112,7 +112,8 @@ class TransformerArch(Spec):
     """Vocabulary (already padded, e.g. Megatron's 51200); required for text models."""
     max_positions: PosInt | None = None
     """Rows of a learned position table; None = seq_len."""
-    activation: Literal["gelu", "gelu_tanh", "swiglu", "relu"] = "gelu"
+    activation: Literal["gelu", "gelu_tanh", "swiglu", "relu", "relu2"] = "gelu"
+    """The MLP's activation; ``relu2`` is squared ReLU, relu(x)² (So et al. 2021, Primer; Nemotron)."""
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     norm_position: Literal["pre", "post"] = "pre"
     """pre-LN (GPT-2 onwards) or post-LN (BERT)."""

@@ -19,6 +19,7 @@ HF = Path(__file__).resolve().parents[1] / "data" / "hf"
     ("gpt3-175b", 174.6e9, 1e-3),        # Megatron counting (Narayanan et al. 2021, Table 1)
     ("gpt3-5b", 5_047_558_144, 1e-12),   # NeMo launcher 5b: 24·(12h² + 13h) + (50304 + 2048)·h + 2h, h 4096
     ("gpt3-20b", 20_257_296_384, 1e-12), # NeMo launcher 20b: 44·(12h² + 13h) + (50432 + 2048)·h + 2h, h 6144
+    ("nemotron4-340b", 341.0e9, 1e-3),   # Nemotron-4 340B report: 9.4B embedding + 331.6B non-embedding
     ("llama3-8b", 8.03e9, 1e-3),
     ("llama2-7b", 6.74e9, 1e-3),
     ("llama3-70b", 70.6e9, 1e-3),

@@ -96,6 +96,16 @@ def test_llama_style_layer_ops_and_flash_sharing():
     assert m.block_ops("head")[1].param_count == V * H
 
 
+def test_squared_relu_mlp_is_one_matrix_wide_and_keeps_its_input():
+    """Nemotron's MLP: fc1 h → f (no gate), relu² on f keeping its input (fc1's output), fc2 keeping its own
+    input (relu²'s output): 2f elements a token, like GeLU's."""
+    spec = gpt_spec(t={"activation": "relu2", "biases": False, "dropout": 0.0})
+    ops = {op.name.split("/", 1)[1]: op for op in build_model(spec).block_ops("layers.0")}
+    assert ops["mlp/fc1"].out_shape == (S, 4 * H) and ops["mlp/act"].kind == "relu2"
+    assert ops["mlp/act"].attr("saved_input_elements") == S * 4 * H
+    assert ops["mlp/fc2"].attr("input_saved_by") is None
+
+
 def test_post_ln_bert_and_parallel_residual_orders():
     bert = build_model(gpt_spec(t={"norm_position": "post", "causal": False, "token_types": 2, "head": "mlm"}))
     names = [op.name.split("/", 1)[1] for op in bert.block_ops("layers.0")]

@@ -200,8 +200,8 @@ def test_rmsnorm_batchnorm_groupnorm():
 # --- element-wise --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind, fw, ag, saves_input", [
-    ("relu", 1, 1, False), ("gelu", 5, 11, True), ("gelu_tanh", 9, 17, True), ("silu", 5, 9, True),
-    ("sigmoid", 4, 3, False), ("tanh", 1, 3, False)])
+    ("relu", 1, 1, False), ("relu2", 2, 2, True), ("gelu", 5, 11, True), ("gelu_tanh", 9, 17, True),
+    ("silu", 5, 9, True), ("sigmoid", 4, 3, False), ("tanh", 1, 3, False)])
 def test_unary_activations(kind, fw, ag, saves_input):
     op = build(kind, shape=(2, 3))
     attrs = (("saved_input_elements", 6),) if saves_input else (("saves", "output"),)
@@ -314,7 +314,7 @@ def test_input_saved_by_drops_the_shared_input():
 
 def test_every_listed_kind_has_a_rule():
     wanted = {"linear", "matmul", "bmm", "conv1d", "conv2d", "attention", "layernorm", "rmsnorm", "batchnorm",
-              "groupnorm", "relu", "gelu", "silu", "swiglu", "sigmoid", "tanh", "softmax", "dropout", "add",
+              "groupnorm", "relu", "relu2", "gelu", "silu", "swiglu", "sigmoid", "tanh", "softmax", "dropout", "add",
               "embedding", "rotary", "maxpool2d", "avgpool2d", "adaptive_avgpool2d", "global_avgpool",
               "cross_entropy", "moe_router", "moe_experts"}
     assert wanted <= set(registered_kinds())

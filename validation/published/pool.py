@@ -11,8 +11,8 @@ that moves its time is left out with the reason (:func:`skipped`).
 
 Besides the YAML, the pool takes the NVIDIA NeMo 24.07 rows of ``docs/heldout.md`` (rows 3–6): the
 issue that opened the pool names them as part of it; and, since NeMo's published tables may be fitted to,
-the other rows of the same table that translate (Llama 2 13B, Llama 3 8B, GPT-3 5B; the rest left out with
-reasons).
+the other rows of the same table that translate (Llama 2 13B, Llama 3 8B, GPT-3 5B, Nemotron 8B and 22B;
+the three predicted not to fit under the recipe defaults left out with reasons).
 
 Sources (the unit of leave-one-source-out): ``mpt`` (llm-foundry on A100 80GB), ``torchtitan`` (FSDP2 on
 64 A100 80GB), ``megascale`` (Megatron-LM baseline rows of MegaScale Table 2), ``mtnlg`` (Megatron-

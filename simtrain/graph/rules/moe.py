@@ -32,8 +32,8 @@ __all__ = ["moe_router", "moe_experts", "EXPERT_MATRICES"]
 INDEX_BYTES = 8
 FP32_BYTES = 4
 #: matrices per expert FFN, and elements kept by activation + fc2 input per routed token (× f)
-EXPERT_MATRICES = {"gelu": 2, "gelu_tanh": 2, "relu": 2, "swiglu": 3}
-_ACT_SAVED = {"gelu": 2, "gelu_tanh": 2, "relu": 1, "swiglu": 4}
+EXPERT_MATRICES = {"gelu": 2, "gelu_tanh": 2, "relu": 2, "relu2": 2, "swiglu": 3}
+_ACT_SAVED = {"gelu": 2, "gelu_tanh": 2, "relu": 1, "relu2": 2, "swiglu": 4}
 
 
 def _moe_info(experts, top_k, capacity_factor) -> MoEInfo:

@@ -6,6 +6,7 @@ a transcendental (exp, erf, tanh) counting as one. Per (output) element:
 | kind      | forward                                  | agrad                                         | saved (PyTorch)          |
 |-----------|------------------------------------------|-----------------------------------------------|--------------------------|
 | relu      | 1 (max)                                  | 1 (select)                                    | its output               |
+| relu2     | 2: max, ×itself                          | 2: 2·relu(x), ×dY                             | its input                |
 | gelu      | 5: x/√2, erf, +1, ×x, ×½                 | 11: Φ again 4, x², ×−½, exp, ×1/√(2π), ×x, +, ×dY | its input             |
 | gelu_tanh | 9: x², ×x, ×c, +x, ×k, tanh, +1, ×x, ×½  | 17: u, t again 6, 1−t² 2, du/dx 3, combine 5, ×dY | its input             |
 | silu      | 5: sigmoid 4, ×x                         | 9: sigmoid 4, dY·s·(1 + x(1−s)) 5             | its input                |
@@ -34,6 +35,7 @@ __all__ = ["UNARY_FLOPS", "unary", "swiglu", "softmax", "dropout", "add", "conca
 #: (forward, agrad) FLOPs per element and what PyTorch saves ("input" or "output").
 UNARY_FLOPS: dict[str, tuple[int, int, str]] = {
     "relu": (1, 1, "output"),
+    "relu2": (2, 2, "input"),
     "gelu": (5, 11, "input"),
     "gelu_tanh": (9, 17, "input"),
     "silu": (5, 9, "input"),
@@ -60,7 +62,7 @@ def unary(kind: str):
     return rule(kind)(fn)
 
 
-relu, gelu, gelu_tanh, silu, sigmoid, tanh = (unary(k) for k in UNARY_FLOPS)
+relu, relu2, gelu, gelu_tanh, silu, sigmoid, tanh = (unary(k) for k in UNARY_FLOPS)
 
 
 @rule("swiglu")
