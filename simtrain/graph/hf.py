@@ -5,7 +5,8 @@ Supported ``model_type`` s: gpt2, gpt_neox, llama, mistral, qwen2, mixtral, qwen
 only: no shared expert), qwen3 and qwen3_moe (qk-norm, ``head_dim``, ``moe_intermediate_size``),
 llama4_text (Llama 4's ``text_config``: shared expert, ``interleave_moe_layer_step``,
 ``intermediate_size_mlp`` for the dense layers), deepseek_v3 (MLA, shared experts,
-``first_k_dense_replace``, ``num_nextn_predict_layers`` MTP modules), bert. Field names follow the ``transformers`` configuration classes
+``first_k_dense_replace``, ``num_nextn_predict_layers`` MTP modules), nemotron (squared ReLU, partial
+rotary), bert. Field names follow the ``transformers`` configuration classes
 (shared/reference/ecosystem.md §4) with the usual aliases (GPT-2's ``n_embd`` / ``n_layer`` /
 ``n_head`` / ``n_positions`` / ``n_inner``, ``d_model``, ``num_experts`` for
 ``num_local_experts``, …). A multimodal config whose own ``model_type`` is not a text model but
@@ -47,7 +48,7 @@ _ALIASES = {
     "act": ("hidden_act", "activation_function"),
 }
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
-                "relu": "relu"}
+                "relu": "relu", "relu2": "relu2"}
 
 
 class _Cfg:
@@ -172,6 +173,17 @@ def _deepseek_v3(c: _Cfg) -> dict:
     return out
 
 
+def _nemotron(c: _Cfg) -> dict:
+    """Nemotron (HF ``NemotronConfig``): squared-ReLU MLP (``hidden_act`` relu2, no gate), LayerNorm with a
+    zero-centred gamma (layernorm1p: the same cost), RoPE on ``partial_rotary_factor`` of each head, untied
+    output layer, no biases by default."""
+    return {**_common(c), "kv_heads": c.get("kv_heads", None), "head_dim": c.raw("head_dim") or c.raw("kv_channels"),
+            "ffn_hidden": c.get("ffn"), "activation": c.activation(False), "norm": "layernorm",
+            "position": "rotary", "rotary_fraction": c.raw("partial_rotary_factor", 0.5),
+            "tied_embeddings": c.raw("tie_word_embeddings", False), "biases": c.raw("mlp_bias", False),
+            "qkv_bias": c.raw("attention_bias", False), "attention_dropout": c.raw("attention_dropout", 0.0)}
+
+
 def _bert(c: _Cfg) -> dict:
     return {**_common(c), "ffn_hidden": c.get("ffn"), "max_positions": c.get("positions"),
             "activation": c.activation(False), "norm": "layernorm", "norm_position": "post", "position": "learned",
@@ -185,14 +197,14 @@ _MAPPERS: dict[str, Callable[[_Cfg], dict]] = {
     "gpt2": _gpt2, "gpt_neox": _neox, "llama": _llama_like, "mistral": _llama_like,
     "qwen2": lambda c: _llama_like(c, qkv_bias=True), "mixtral": _llama_like,
     "qwen2_moe": lambda c: _llama_like(c, qkv_bias=True), "qwen3": _qwen3, "qwen3_moe": _qwen3,
-    "llama4_text": _llama4, "deepseek_v3": _deepseek_v3, "bert": _bert,
+    "llama4_text": _llama4, "deepseek_v3": _deepseek_v3, "nemotron": _nemotron, "bert": _bert,
 }
 SUPPORTED_MODEL_TYPES = tuple(sorted(_MAPPERS))
 _ARCHITECTURES = {"GPT2LMHeadModel": "gpt2", "GPTNeoXForCausalLM": "gpt_neox", "LlamaForCausalLM": "llama",
                   "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2", "MixtralForCausalLM": "mixtral",
                   "BertForMaskedLM": "bert", "BertForPreTraining": "bert", "BertModel": "bert",
                   "Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe",
-                  "DeepseekV3ForCausalLM": "deepseek_v3"}
+                  "DeepseekV3ForCausalLM": "deepseek_v3", "NemotronForCausalLM": "nemotron"}
 
 
 def _read(path_or_dict: str | os.PathLike | dict) -> tuple[dict, str | None]:

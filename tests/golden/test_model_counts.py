@@ -65,6 +65,18 @@ def test_hf_config_parameter_counts(fixture, published, rel):
     assert Model.from_hf_config(HF / fixture).param_count == pytest.approx(published, rel=rel)
 
 
+def test_hf_nemotron_config_matches_the_library_model():
+    """An HF NemotronConfig with Nemotron-3 8B's shape (nemotron.py Nemotron3Config8B; the Nemotron
+    tokenizer's 256,000 tokens): the same parameters and FLOPs as workloads/models/nemotron3-8b.yaml."""
+    cfg = {"model_type": "nemotron", "hidden_size": 4096, "intermediate_size": 16384, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 32, "hidden_act": "relu2", "partial_rotary_factor": 0.5,
+           "max_position_embeddings": 4096, "vocab_size": 256000, "tie_word_embeddings": False,
+           "attention_bias": False, "mlp_bias": False}
+    hf, lib = Model.from_hf_config(cfg), st.load_model("nemotron3-8b")
+    assert hf.param_count == lib.param_count == 8_539_869_184
+    assert model_flops(hf) == model_flops(lib)
+
+
 def test_hf_matches_library_for_llama3_8b():
     hf = Model.from_hf_config(HF / "llama3-8b.json")
     lib = st.load_model("llama3-8b")
