@@ -49,10 +49,13 @@ class ClusterComm:
             self._cache[key] = t
         return t
 
-    def tp_allreduce_s(self, nbytes: float) -> float:
+    def tp_allreduce_s(self, nbytes: float, gather_bytes: float | None = None) -> float:
+        """One row-parallel op's collectives: with sequence parallelism the all-gather of the next
+        column-parallel input (``gather_bytes``, default ``nbytes``) and the reduce-scatter of the output;
+        without, an all-reduce of ``nbytes``."""
         if self.cfg.sequence_parallel:
-            # all-gather of the sharded input + reduce-scatter of the output: same bytes as an all-reduce
-            return self._collective("tp", "allgather", nbytes) + self._collective("tp", "reducescatter", nbytes)
+            gathered = nbytes if gather_bytes is None else gather_bytes
+            return self._collective("tp", "allgather", gathered) + self._collective("tp", "reducescatter", nbytes)
         return self._collective("tp", "allreduce", nbytes)
 
     def cp_send_s(self, nbytes: float) -> float:

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from simtrain.cost.op_cost import shard_factors
 from simtrain.cost.precision import Regime
-from simtrain.glossary import PipelineSchedule
+from simtrain.glossary import DType, PipelineSchedule
 from simtrain.graph.op import Op
 from simtrain.parallel.chunk_sync import gather_exposed_s, grad_sync_exposed_s
 from simtrain.parallel.recompute import early_stop_skips, recomputed_count
@@ -97,6 +97,15 @@ def tp_hidden_share(stack, phase: str, sequence_parallel: bool) -> float:
     return share
 
 
+def fp8_gather_scale(reg) -> float:
+    """Bytes of the forward's sequence-parallel all-gather per byte priced at the activation size. Under
+    fp8 the norm before each column-parallel GEMM writes its output in fp8 and that tensor is what is
+    gathered (Transformer Engine ``layernorm_linear.py``: ``ln_out_dtype = torch.uint8`` when fp8, then
+    ``gather_along_first_dim(ln_out)``), so it moves 1 byte an element; the reduce-scatters of the
+    row-parallel outputs stay at the activation dtype."""
+    return 1.0 / reg.act_bytes if reg.matmul_dtype is DType.FP8 else 1.0
+
+
 def _tp_tasks(ops, cfg, lay, reg, comm, skip: frozenset[str] = frozenset()) -> list:
     if lay.tp == 1:
         return []
@@ -118,7 +127,7 @@ def _tp_tasks(ops, cfg, lay, reg, comm, skip: frozenset[str] = frozenset()) -> l
 
     def task(phase: str, nbytes: float, count: int) -> CommTask:
         # TP comm overlap (Megatron-Core --tp-comm-overlap, async TP) hides a share behind the GEMMs
-        sec = comm.tp_allreduce_s(nbytes)
+        sec = comm.tp_allreduce_s(nbytes, nbytes * fp8_gather_scale(reg) if phase != "bw" else None)
         share = tp_hidden_share(stack, phase, cfg.sequence_parallel)
         return CommTask("tp", kind, phase, nbytes, sec, count, overlap_s=share * sec * count,
                         slowdown=stack.comm_compute_slowdown)

@@ -175,6 +175,29 @@ def test_async_input_gradient_collective_hides_half_the_backward_with_sp_and_all
     assert load_stack("megatron-core").tp_dgrad_comm_async and not load_stack("megatron-lm").tp_dgrad_comm_async
 
 
+def test_fp8_gathers_the_norm_output_in_fp8_and_reduce_scatters_in_bf16():
+    """Under fp8 with sequence parallelism the forward's all-gather moves the fp8 norm output (1 byte an
+    element) and the reduce-scatter the bf16 GEMM output (2 bytes); the backward's pair stays at 2 each."""
+    from simtrain.estimator import build_program
+    from simtrain.parallel.comm import ClusterComm
+    model, cluster = st.load_model("megatron-18.4b"), st.load_cluster("dgx-h100", nodes=1)
+    base = dict(global_batch_size=8, micro_batch_size=1, seq_len=2048, tp=8, sequence_parallel=True,
+                stack=load_stack("megatron-lm"))
+
+    def tp_tasks(precision):
+        prog = build_program(model, cluster, resolve_stack(st.TrainConfig(**base, precision=precision)))
+        return {t.phase: t for t in prog.stages[0].comm if t.axis == "tp"}, prog
+    bf16, prog = tp_tasks("bf16")
+    fp8, _ = tp_tasks("fp8")
+    n = bf16["fw"].bytes
+    comm = ClusterComm(cluster, prog.layout, resolve_stack(st.TrainConfig(**base, precision="fp8")),
+                       cluster.device.efficiency)
+    ag, rs = (lambda b: comm._collective("tp", "allgather", b)), (lambda b: comm._collective("tp", "reducescatter", b))
+    assert fp8["fw"].bytes == n and bf16["fw"].seconds == pytest.approx(ag(n) + rs(n), rel=1e-6)
+    assert fp8["fw"].seconds == pytest.approx(ag(n / 2) + rs(n), rel=1e-6)
+    assert fp8["bw"].seconds == pytest.approx(bf16["bw"].seconds)
+
+
 def test_fsdp_prefetch_exposes_the_first_gather_and_what_compute_cannot_cover():
     # 10 layers, 2 ms gather, 1.5 ms compute per layer: 2 + 9 x 0.5 = 6.5 ms; without prefetch 20 ms
     assert _prefetched_exposed_s(2e-3, 1.5e-3, 10, 1) == pytest.approx(6.5e-3)
