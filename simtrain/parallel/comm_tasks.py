@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from simtrain.cost.op_cost import shard_factors
 from simtrain.cost.precision import Regime
-from simtrain.glossary import DType, PipelineSchedule
+from simtrain.glossary import DTYPE_BYTES, DType, PipelineSchedule
 from simtrain.graph.op import Op
 from simtrain.parallel.chunk_sync import gather_exposed_s, grad_sync_exposed_s
 from simtrain.parallel.recompute import early_stop_skips, recomputed_count
@@ -97,13 +97,13 @@ def tp_hidden_share(stack, phase: str, sequence_parallel: bool) -> float:
     return share
 
 
-def fp8_gather_scale(reg) -> float:
+def fp8_gather_scale(reg: Regime) -> float:
     """Bytes of the forward's sequence-parallel all-gather per byte priced at the activation size. Under
     fp8 the norm before each column-parallel GEMM writes its output in fp8 and that tensor is what is
     gathered (Transformer Engine ``layernorm_linear.py``: ``ln_out_dtype = torch.uint8`` when fp8, then
     ``gather_along_first_dim(ln_out)``), so it moves 1 byte an element; the reduce-scatters of the
     row-parallel outputs stay at the activation dtype."""
-    return 1.0 / reg.act_bytes if reg.matmul_dtype is DType.FP8 else 1.0
+    return DTYPE_BYTES[DType.FP8] / reg.act_bytes if reg.matmul_dtype is DType.FP8 else 1.0
 
 
 def _tp_tasks(ops, cfg, lay, reg, comm, skip: frozenset[str] = frozenset()) -> list:
