@@ -49,7 +49,7 @@ from simtrain.specs.hardware import Device, Efficiency
 
 __all__ = ["OpCost", "cold_stall_seconds", "ShardFactors", "shard_factors", "op_cost", "conv_stride", "saved_bytes", "executed_flops_fraction",
            "cpu_flash_blocks", "causal_executed_fraction", "priced_flash_tiles",
-           "runs_in_fp8", "FP8_CAST_PASSES",
+           "runs_in_fp8", "FP8_CAST_PASSES", "FP8_WEIGHT_CAST_BYTES", "fp8_weight_cast_seconds",
            "random_draws_seconds"]
 
 
@@ -147,17 +147,35 @@ def runs_in_fp8(op: Op, reg: Regime) -> bool:
             and op.tp_split != "vocab")
 
 
-def _fp8_cast(phase: str, gemm: Gemm, micro_batch: float, recipe: str, device, eff) -> tuple[float, float]:
-    """(seconds, kernels) of casting one fp8 GEMM phase's inputs: forward X and W, activation-grad
+FP8_WEIGHT_CAST_BYTES = 4.0
+"""Bytes per weight element of the once-a-step fp8 weight cast (``Stack.fp8_weight_cache``): Transformer
+Engine's ``fp8_cast_transpose_fused`` reads the 16-bit weight and writes the fp8 copy and its transpose
+in one pass (module/linear.py), 2 + 1 + 1."""
+
+
+def fp8_weight_cast_seconds(op: Op, tp: int, ep: int, device, eff) -> float:
+    """Seconds of casting ``op``'s weight to fp8 once (with its transpose) on one rank, for a stack that
+    casts it once a step (``Stack.fp8_weights_cast_per_step``): the rank's share of the parameters
+    (``shard_factors``: ÷ tp, experts ÷ ep too) at :data:`FP8_WEIGHT_CAST_BYTES`, plus one launch."""
+    elements = op.param_count * shard_factors(op, tp, False, ep).weights
+    if elements <= 0:
+        return 0.0
+    return memory_seconds(FP8_WEIGHT_CAST_BYTES * elements, device, eff) + eff.launch_overhead_s
+
+
+def _fp8_cast(phase: str, gemm: Gemm, micro_batch: float, recipe: str, device, eff,
+              weight_cached: bool = False) -> tuple[float, float]:
+    """(seconds, kernels) of casting one fp8 GEMM phase's inputs: forward X and W (X alone where the
+    stack casts W once a step, ``weight_cached``: :func:`fp8_weight_cast_seconds`), activation-grad
     dY (W's fp8 copy is reused), weight-grad the transposed X and dY copies (rowwise writes them at
     cast time, which its pass count already holds). Each pass reads 2 bytes and writes 1 per element."""
     x = gemm.m * micro_batch * gemm.k * gemm.batch
-    w = gemm.n * gemm.k * gemm.batch
+    w = 0.0 if weight_cached else gemm.n * gemm.k * gemm.batch
     dy = gemm.m * micro_batch * gemm.n * gemm.batch
     elements = {"fw": x + w, "agrad": dy, "wgrad": 0.0 if recipe == "rowwise" else x + dy}[phase]
     if elements == 0:
         return 0.0, 0.0
-    tensors = {"fw": 2, "agrad": 1, "wgrad": 2}[phase]
+    tensors = {"fw": 1 if weight_cached else 2, "agrad": 1, "wgrad": 2}[phase]
     passes = FP8_CAST_PASSES[recipe] if phase != "wgrad" else 1.0
     return memory_seconds(3.0 * elements * passes, device, eff) + tensors * eff.launch_overhead_s, float(tensors)
 
@@ -346,7 +364,8 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         sec = t_c + t_m if sequential else max(t_c, t_m - stall) + stall
         sec += _phase_extras_s(op, phase, f, micro_batch, ab, wb, act_bytes, eff)
         if fp8 and flops:
-            cast_s, cast_k = _fp8_cast(phase, gemm, micro_batch, recipe, device, eff)
+            cast_s, cast_k = _fp8_cast(phase, gemm, micro_batch, recipe, device, eff,
+                                       stack is not None and stack.fp8_weights_cast_per_step)
             sec, kernels = sec + cast_s, kernels + cast_k
         sec = issue_bound(sec, launch_s, eff)
         if t_m > t_c:

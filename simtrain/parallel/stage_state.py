@@ -9,6 +9,7 @@ from typing import Protocol
 
 from simtrain.cost.compute import issue_bound, memory_seconds
 from simtrain.cost.memory import ParamMemory, param_memory
+from simtrain.cost.op_cost import fp8_weight_cast_seconds, runs_in_fp8
 from simtrain.cost.optimizer import (
     impl_kernels,
     impl_of_config,
@@ -24,7 +25,7 @@ from simtrain.parallel.model_index import model_index
 from simtrain.specs.efficiency import Efficiency
 from simtrain.specs.train import TrainConfig
 
-__all__ = ["Coster", "stage_param_memory", "stage_optimizer_seconds"]
+__all__ = ["Coster", "stage_param_memory", "stage_optimizer_seconds", "stage_fp8_weight_cast_seconds"]
 
 
 class Coster(Protocol):
@@ -126,4 +127,15 @@ def stage_optimizer_seconds(trainable: float, items, cfg: TrainConfig, lay: Layo
         cfg.optimizer, impl, coster.eff)
     # the step's own host work (zero_grad, the engine's start) runs on an empty queue: serial
     return issue_bound(seconds, kernels * coster.eff.launch_overhead_s + host_s, coster.eff) + \
-        coster.eff.step_host_overhead_s
+        coster.eff.step_host_overhead_s + stage_fp8_weight_cast_seconds(items, cfg, lay, reg, coster)
+
+
+def stage_fp8_weight_cast_seconds(items, cfg: TrainConfig, lay: Layout, reg: Regime, coster: Coster) -> float:
+    """The once-a-step fp8 casts of the stage's fp8 linear weights, for a stack that casts them once a
+    step (``Stack.fp8_weights_cast_per_step``; the forwards then cast only their inputs, cost/op_cost.py).
+    Charged with the per-step work on the weights (the ``optimizer`` line): it sits on no micro-batch's
+    critical path but the first, and a pipeline's ranks each pay it once."""
+    if not cfg.stack.fp8_weights_cast_per_step:
+        return 0.0
+    return sum(n * fp8_weight_cast_seconds(op, lay.tp, lay.ep, coster.device, coster.eff)
+               for op, n, _, _ in items if runs_in_fp8(op, reg))

@@ -180,6 +180,15 @@ class Stack(Spec):
     writes transposed copies). Sets the cast traffic per fp8 GEMM (cost/op_cost.py)."""
     fp8_allgather: bool = False
     """FSDP gathers parameters already cast to fp8 (torchao float8 all-gather): half the bytes."""
+    fp8_weight_cache: bool = False
+    """With precision fp8: each fp8 linear casts its weight (and writes the transposed copy the
+    input-gradient GEMM reads) once a step, on a chunk's first micro-batch, and the other micro-batches
+    reuse it: Megatron-Core's Transformer Engine layers pass ``is_first_microbatch`` (True once a step,
+    then False; megatron/core/extensions/transformer_engine.py, since 2024-01 "add is_first_microbatch
+    for TE"), and TE's ``module/linear.py`` recasts only when ``update_fp8_weights`` (is_first_microbatch
+    None or True). The cast is then charged once a step (stage_state.fp8_weight_cast_seconds), not in
+    every forward. False: every forward casts the weight (torchao ``Float8Linear``, TE called without
+    the flag). fp8 weights (``fp8_params``) are cast once a step either way, in the update."""
     zero_stage: Literal[0, 1, 2, 3] | None = None
     """Default ZeRO stage of the framework (Megatron's distributed optimizer = 1, FSDP full shard = 3);
     None leaves TrainConfig's."""
@@ -231,6 +240,12 @@ class Stack(Spec):
         """True when this stack reduces gradients in every micro-batch's backward at ``zero_stage``."""
         lowest = self.grad_sync_every_micro_batch_from_zero
         return lowest is not None and zero_stage >= lowest
+
+    @property
+    def fp8_weights_cast_per_step(self) -> bool:
+        """True when an fp8 linear's weight is cast once a step rather than in every forward
+        (``fp8_weight_cache``, or weights kept in fp8: ``fp8_params``)."""
+        return self.fp8_weight_cache or self.fp8_params
     dp_grad_copy_passes: Annotated[float, Field(ge=0, le=16)] = 0.0
     """Gradient-sized reads and writes the data-parallel wrapper adds per step beside its collective,
     when the gradients are reduced over more than one rank (one pass = reading or writing every

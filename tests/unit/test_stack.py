@@ -56,8 +56,9 @@ def test_prior_realisation_swaps_only_the_framework_gaps():
     core, prior = load_stack("megatron-core"), load_stack("generic-gpu")
     other = core.with_prior_realisation()
     assert other.idle_gap_fraction == prior.idle_gap_fraction and other.kernel_gap_s == prior.kernel_gap_s
-    fsdp2 = load_stack("fsdp2")  # a stack whose own fitted idle share is not the prior's (the median's)
-    assert fsdp2.with_prior_realisation().idle_gap_fraction == prior.idle_gap_fraction != fsdp2.idle_gap_fraction
+    own = load_stack("llm-foundry")  # a stack whose own fitted idle share is not the prior's (the median's)
+    assert own.with_prior_realisation().idle_gap_fraction == prior.idle_gap_fraction != own.idle_gap_fraction
+    fsdp2 = load_stack("fsdp2")
     assert (other.attention_realisation, other.comm_sms, other.attention_kernel) == (
         core.attention_realisation, core.comm_sms, core.attention_kernel)
     assert fsdp2.with_prior_realisation().comm_sms == fsdp2.comm_sms == 16  # NCCL's SMs stay with the collectives
@@ -307,6 +308,58 @@ def test_fp8_linear_runs_at_the_fp8_peak_plus_its_cast_passes(recipe, passes):
     cast_fw = memory_seconds(3.0 * (4096 * 4096 + 8192 * 4096) * passes, dev, eff)
     assert c.fw_s == pytest.approx(gemm_fw + cast_fw, rel=1e-9)
     assert c.fw_kernels == 1 + 2
+
+
+def test_fp8_weight_cache_casts_the_weight_once_a_step_not_in_each_forward():
+    """Megatron-Core / TE ``is_first_microbatch``: the forward casts X alone; the weight's cast (read
+    2 B, write the fp8 copy and its transpose, 1 + 1 B) is charged once a step with the optimizer."""
+    from simtrain.cost.op_cost import FP8_WEIGHT_CAST_BYTES, fp8_weight_cast_seconds
+    from simtrain.glossary import DType, OpClass
+    from simtrain.parallel.stage_state import stage_fp8_weight_cast_seconds
+    dev = st.load_device("h100-sxm5-80gb")
+    eff = dev.efficiency.model_copy(update={"launch_overhead_s": 0.0})
+    op = _linear()
+    cached = load_stack("reference").with_overrides(fp8_weight_cache=True)
+    c = op_cost(op, 1, regime("fp8"), dev, eff, stack=cached)
+    gemm_fw = compute_seconds(2 * 4096 * 4096 * 8192, OpClass.MATMUL, dev, DType.FP8, eff, op.gemm, 4096)
+    assert c.fw_s == pytest.approx(gemm_fw + memory_seconds(3.0 * 4096 * 4096, dev, eff), rel=1e-9)
+    assert c.fw_kernels == 1 + 1
+    # backward unchanged: dY cast, then the transposed X and dY copies
+    plain = op_cost(op, 1, regime("fp8"), dev, eff, stack=load_stack("reference"))
+    assert (c.agrad_s, c.wgrad_s) == (plain.agrad_s, plain.wgrad_s)
+    assert FP8_WEIGHT_CAST_BYTES == 4.0
+    once = memory_seconds(4.0 * 4096 * 8192, dev, eff)
+    assert fp8_weight_cast_seconds(op, 1, 1, dev, eff) == pytest.approx(once, rel=1e-9)
+    column = make_op("linear", "fc", "b", rows=4096, in_features=4096, out_features=8192, bias=False,
+                     tp_split="column")
+    half = memory_seconds(2.0 * 4096 * 8192, dev, eff)  # tp 2: half the weight, 4 B an element
+    assert fp8_weight_cast_seconds(column, 2, 1, dev, eff) == pytest.approx(half, rel=1e-9)
+
+    from types import SimpleNamespace
+    coster = SimpleNamespace(device=dev, eff=eff)
+    from simtrain.parallel.layout import Layout
+    lay = Layout(1, 1, 1, 1, 1, 1, 8, 1)
+    cfg = st.TrainConfig(global_batch_size=8, seq_len=4096, precision="fp8")
+    items = [(op, 3, None, None)]
+    on = cfg.model_copy(update={"stack": cached})
+    assert stage_fp8_weight_cast_seconds(items, on, lay, regime("fp8"), coster) == pytest.approx(3 * once)
+    off = cfg.model_copy(update={"stack": load_stack("reference")})
+    assert stage_fp8_weight_cast_seconds(items, off, lay, regime("fp8"), coster) == 0.0
+    assert stage_fp8_weight_cast_seconds(items, on, lay, regime("bf16"), coster) == 0.0
+
+
+def test_fp8_weight_cache_moves_the_cast_from_every_micro_batch_to_the_step():
+    """An fp8 step with 8 micro-batches: caching takes 7 of the 8 weight casts off the step."""
+    model, cluster = st.load_model("llama3-8b"), st.load_cluster("dgx-h100", nodes=1)
+    base = dict(global_batch_size=64, micro_batch_size=1, seq_len=2048, precision="fp8", tp=8)
+
+    def step(cache):
+        stack = load_stack("megatron-core").with_overrides(fp8_weight_cache=cache)
+        return st.estimate(model, cluster, st.TrainConfig(**base, stack=stack))
+    on, off = step(True), step(False)
+    assert on.step_time_s < off.step_time_s
+    assert on.time_breakdown_s["optimizer"] > off.time_breakdown_s["optimizer"]
+    assert on.time_breakdown_s["compute"] < off.time_breakdown_s["compute"]
 
 
 def test_fp8_leaves_attention_and_the_lm_head_in_bf16():
