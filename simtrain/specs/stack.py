@@ -186,7 +186,7 @@ class Stack(Spec):
     reuse it: Megatron-Core's Transformer Engine layers pass ``is_first_microbatch`` (True once a step,
     then False; megatron/core/extensions/transformer_engine.py, since 2024-01 "add is_first_microbatch
     for TE"), and TE's ``module/linear.py`` recasts only when ``update_fp8_weights`` (is_first_microbatch
-    None or True). The cast is then charged once a step (stage_state.fp8_weight_cast_seconds), not in
+    None or True). The cast is then charged once a step (stage_state.stage_fp8_weight_cast_seconds), not in
     every forward. False: every forward casts the weight (torchao ``Float8Linear``, TE called without
     the flag). fp8 weights (``fp8_params``) are cast once a step either way, in the update."""
     zero_stage: Literal[0, 1, 2, 3] | None = None
