@@ -60,6 +60,18 @@ def test_dense_transformer_every_knob_and_stack():
     assert _assert_equal_to_scalar(model, cluster, base, _random_points(axes, 90, seed=1)) >= 30
 
 
+def test_fp8_on_hopper_with_and_without_the_weight_cache():
+    """fp8 runs natively on an H100: megatron-core casts each weight once a step (fp8_weight_cache), fsdp2 in
+    every forward, and so does megatron-core with the cache off (the data-parallel side's memo must tell the
+    two apart); the vector path prices each as the scalar estimate does."""
+    model, cluster = st.load_model("gpt2-medium"), st.load_cluster("dgx-h100", nodes=1)
+    axes = {"tp": [1, 2, 4], "pp": [1, 2], "micro_batch_size": [1, 2, 4], "zero_stage": [1, 3],
+            "virtual_stages": [1, 2], "precision": ["fp8", "bf16"],
+            "stack": ["megatron-core", st.load_stack("megatron-core").with_overrides(fp8_weight_cache=False), "fsdp2"]}
+    base = st.TrainConfig(global_batch_size=64, seq_len=1024)
+    assert _assert_equal_to_scalar(model, cluster, base, _random_points(axes, 40, seed=7)) >= 15
+
+
 def test_tensor_parallel_overlap_variants_of_one_preset():
     """Megatron-Core with --tp-comm-overlap off, its backward's input-gradient collective async (as it runs)
     or not, and a partial share: the sweep's stage signature tells them apart."""
