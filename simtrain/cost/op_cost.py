@@ -42,6 +42,11 @@ from simtrain.cost.compute import (
     memory_seconds,
     strided_agrad_factor,
 )
+from simtrain.cost.fp8_cast import (  # re-exported: the per-op cost's public fp8 helpers before the split
+    FP8_CAST_PASSES,
+    fp8_cast_seconds,
+    runs_in_fp8,
+)
 from simtrain.cost.precision import Regime
 from simtrain.glossary import DType, OpClass
 from simtrain.graph.op import Gemm, Op
@@ -49,7 +54,7 @@ from simtrain.specs.hardware import Device, Efficiency
 
 __all__ = ["OpCost", "cold_stall_seconds", "ShardFactors", "shard_factors", "op_cost", "conv_stride", "saved_bytes", "executed_flops_fraction",
            "cpu_flash_blocks", "causal_executed_fraction", "priced_flash_tiles",
-           "runs_in_fp8", "FP8_CAST_PASSES", "FP8_WEIGHT_CAST_BYTES", "fp8_weight_cast_seconds",
+           "runs_in_fp8", "FP8_CAST_PASSES",
            "random_draws_seconds"]
 
 
@@ -130,54 +135,6 @@ the recomputed QKᵀ — against the forward's two: 2.5 × the forward FLOPs (co
 
 _FUSABLE = frozenset({OpClass.ELEMENTWISE, OpClass.NORM})
 """Op classes a stack's fusion merges into chains (elementwise and normalisation passes)."""
-
-
-FP8_CAST_PASSES = {"delayed": 1.0, "tensorwise": 1.5, "rowwise": 2.5}
-"""Passes over a tensor to cast it to fp8, in units of (read 16-bit + write 8-bit), per recipe:
-delayed scaling (Transformer Engine's default: amax from history, fused into the cast) one pass;
-tensorwise current scaling (torchao's default) adds an amax read before the cast; rowwise (torchao)
-reads for per-row amax and writes both the row- and the column-major fp8 copy the backward needs."""
-
-
-def runs_in_fp8(op: Op, reg: Regime) -> bool:
-    """fp8 runs only the linear layers' GEMMs (Transformer Engine / torchao Float8Linear): attention,
-    convolutions and the vocab-parallel LM head stay in bf16 (TE keeps the output layer in high
-    precision)."""
-    return (reg.matmul_dtype is DType.FP8 and op.op_class is OpClass.MATMUL and op.gemm is not None
-            and op.tp_split != "vocab")
-
-
-FP8_WEIGHT_CAST_BYTES = 4.0
-"""Bytes per weight element of the once-a-step fp8 weight cast (``Stack.fp8_weight_cache``): Transformer
-Engine's ``fp8_cast_transpose_fused`` reads the 16-bit weight and writes the fp8 copy and its transpose
-in one pass (module/linear.py), 2 + 1 + 1."""
-
-
-def fp8_weight_cast_seconds(op: Op, tp: int, ep: int, device, eff) -> float:
-    """Seconds of casting ``op``'s weight to fp8 once (with its transpose) on one rank, for a stack that
-    casts it once a step (``Stack.fp8_weights_cast_per_step``): the rank's share of the parameters
-    (``shard_factors``: ÷ tp, experts ÷ ep too) at :data:`FP8_WEIGHT_CAST_BYTES`, plus one launch."""
-    elements = op.param_count * shard_factors(op, tp, False, ep).weights
-    if elements <= 0:
-        return 0.0
-    return memory_seconds(FP8_WEIGHT_CAST_BYTES * elements, device, eff) + eff.launch_overhead_s
-
-
-def _fp8_cast(phase: str, gemm: Gemm, micro_batch: float, recipe: str, device, eff,
-              weight_cached: bool = False) -> tuple[float, float]:
-    """(seconds, kernels) of casting one fp8 GEMM phase's inputs: forward X and W (X alone where the
-    stack casts W once a step, ``weight_cached``: :func:`fp8_weight_cast_seconds`), activation-grad
-    dY (W's fp8 copy is reused), weight-grad the transposed X and dY copies (rowwise writes them at
-    cast time, which its pass count already holds). Each pass reads 2 bytes and writes 1 per element."""
-    x = gemm.m * micro_batch * gemm.k * gemm.batch
-    w = 0.0 if weight_cached else gemm.n * gemm.k * gemm.batch
-    dy = gemm.m * micro_batch * gemm.n * gemm.batch
-    elements = {"fw": x + w, "agrad": dy, "wgrad": 0.0 if recipe == "rowwise" else x + dy}[phase]
-    if elements == 0:
-        return 0.0, 0.0
-    tensors = {"fw": 1 if weight_cached else 2, "agrad": 1, "wgrad": 2}[phase]
-    passes = FP8_CAST_PASSES[recipe] if phase != "wgrad" else 1.0
-    return memory_seconds(3.0 * elements * passes, device, eff) + tensors * eff.launch_overhead_s, float(tensors)
 
 
 def _kernel_for(op: Op, eff: Efficiency, stack):
@@ -335,7 +292,6 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         micro_batch = micro_batch * moe_imbalance
     fp8 = runs_in_fp8(op, reg)
     dtype = _compute_dtype(op, reg, fp8)
-    recipe = stack.fp8_recipe if stack is not None else "delayed"
     gemm = _sharded_gemm(op, tp)
     m_rows = (gemm.m * micro_batch) if gemm is not None else 1
     run = executed_flops_fraction(op, device)
@@ -364,8 +320,7 @@ def op_cost(op: Op, micro_batch: int, reg: Regime, device: Device, eff: Efficien
         sec = t_c + t_m if sequential else max(t_c, t_m - stall) + stall
         sec += _phase_extras_s(op, phase, f, micro_batch, ab, wb, act_bytes, eff)
         if fp8 and flops:
-            cast_s, cast_k = _fp8_cast(phase, gemm, micro_batch, recipe, device, eff,
-                                       stack is not None and stack.fp8_weights_cast_per_step)
+            cast_s, cast_k = fp8_cast_seconds(phase, gemm, micro_batch, stack, device, eff)
             sec, kernels = sec + cast_s, kernels + cast_k
         sec = issue_bound(sec, launch_s, eff)
         if t_m > t_c:

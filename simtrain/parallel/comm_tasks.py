@@ -44,14 +44,18 @@ time it is made of. Per-step syncs hide behind whole tasks of the rank they foll
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 
 from simtrain.cost.op_cost import shard_factors
 from simtrain.cost.precision import Regime
 from simtrain.glossary import DTYPE_BYTES, DType, PipelineSchedule
 from simtrain.graph.op import Op
-from simtrain.parallel.chunk_sync import gather_exposed_s, grad_sync_exposed_s
+from simtrain.parallel.chunk_sync import (
+    bucketed_exposed_s,
+    gather_exposed_s,
+    grad_sync_exposed_s,
+    share_buckets,
+)
 from simtrain.parallel.recompute import early_stop_skips, recomputed_count
 from simtrain.parallel.schedule_orders import ONE_CHUNK, ChunkWindows
 
@@ -269,10 +273,9 @@ def _gathered_bytes(pm, stack, reg: Regime) -> float:
 
 
 def _bucketed_exposed(total_s: float, bytes_: float, bucket_bytes: float, hide_s: float) -> float:
-    """Exposed time of bucketed gradient sync overlapped with ``hide_s`` of backward compute."""
-    buckets = max(1, math.ceil(bytes_ / bucket_bytes))
-    last = total_s / buckets
-    return max(last, total_s - hide_s * (buckets - 1) / buckets)
+    """Exposed time of bucketed gradient sync overlapped with ``hide_s`` of backward compute: the shared
+    rule (chunk_sync.bucketed_exposed_s) over the sync's buckets, as one share."""
+    return float(bucketed_exposed_s(total_s, share_buckets(bytes_, bucket_bytes, 1), hide_s))
 
 
 def _prefetched_exposed_s(gather_s: float, compute_s: float, layers: int, prefetch: int) -> float:

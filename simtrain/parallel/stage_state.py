@@ -8,8 +8,9 @@ import dataclasses
 from typing import Protocol
 
 from simtrain.cost.compute import issue_bound, memory_seconds
+from simtrain.cost.fp8_cast import fp8_weight_cast_seconds, runs_in_fp8
 from simtrain.cost.memory import ParamMemory, param_memory
-from simtrain.cost.op_cost import fp8_weight_cast_seconds, runs_in_fp8
+from simtrain.cost.op_cost import shard_factors
 from simtrain.cost.optimizer import (
     impl_kernels,
     impl_of_config,
@@ -137,5 +138,7 @@ def stage_fp8_weight_cast_seconds(items, cfg: TrainConfig, lay: Layout, reg: Reg
     critical path but the first, and a pipeline's ranks each pay it once."""
     if not cfg.stack.fp8_weights_cast_per_step:
         return 0.0
-    return sum(n * fp8_weight_cast_seconds(op, lay.tp, lay.ep, coster.device, coster.eff)
+    def rank_weights(op) -> float:  # the rank's share: ÷ tp, experts ÷ ep too
+        return op.param_count * shard_factors(op, lay.tp, False, lay.ep).weights
+    return sum(n * fp8_weight_cast_seconds(rank_weights(op), coster.device, coster.eff)
                for op, n, _, _ in items if runs_in_fp8(op, reg))

@@ -313,7 +313,7 @@ def test_fp8_linear_runs_at_the_fp8_peak_plus_its_cast_passes(recipe, passes):
 def test_fp8_weight_cache_casts_the_weight_once_a_step_not_in_each_forward():
     """Megatron-Core / TE ``is_first_microbatch``: the forward casts X alone; the weight's cast (read
     2 B, write the fp8 copy and its transpose, 1 + 1 B) is charged once a step with the optimizer."""
-    from simtrain.cost.op_cost import FP8_WEIGHT_CAST_BYTES, fp8_weight_cast_seconds
+    from simtrain.cost.fp8_cast import FP8_WEIGHT_CAST_BYTES, fp8_weight_cast_seconds
     from simtrain.glossary import DType, OpClass
     from simtrain.parallel.stage_state import stage_fp8_weight_cast_seconds
     dev = st.load_device("h100-sxm5-80gb")
@@ -329,11 +329,10 @@ def test_fp8_weight_cache_casts_the_weight_once_a_step_not_in_each_forward():
     assert (c.agrad_s, c.wgrad_s) == (plain.agrad_s, plain.wgrad_s)
     assert FP8_WEIGHT_CAST_BYTES == 4.0
     once = memory_seconds(4.0 * 4096 * 8192, dev, eff)
-    assert fp8_weight_cast_seconds(op, 1, 1, dev, eff) == pytest.approx(once, rel=1e-9)
+    assert fp8_weight_cast_seconds(4096 * 8192, dev, eff) == pytest.approx(once, rel=1e-9)
     column = make_op("linear", "fc", "b", rows=4096, in_features=4096, out_features=8192, bias=False,
                      tp_split="column")
     half = memory_seconds(2.0 * 4096 * 8192, dev, eff)  # tp 2: half the weight, 4 B an element
-    assert fp8_weight_cast_seconds(column, 2, 1, dev, eff) == pytest.approx(half, rel=1e-9)
 
     from types import SimpleNamespace
     coster = SimpleNamespace(device=dev, eff=eff)
@@ -346,6 +345,9 @@ def test_fp8_weight_cache_casts_the_weight_once_a_step_not_in_each_forward():
     off = cfg.model_copy(update={"stack": load_stack("reference")})
     assert stage_fp8_weight_cast_seconds(items, off, lay, regime("fp8"), coster) == 0.0
     assert stage_fp8_weight_cast_seconds(items, on, lay, regime("bf16"), coster) == 0.0
+    tp2 = Layout(1, 2, 1, 1, 1, 1, 8, 1)
+    assert stage_fp8_weight_cast_seconds([(column, 1, None, None)], on, tp2, regime("fp8"), coster) == \
+        pytest.approx(half, rel=1e-9)
 
 
 def test_fp8_weight_cache_moves_the_cast_from_every_micro_batch_to_the_step():
