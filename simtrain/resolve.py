@@ -54,7 +54,8 @@ def resolve(model: Model, cluster: Cluster, cfg: TrainConfig) -> Resolved:
 def prepare_model(model: Model, cfg: TrainConfig, stack: Stack | None = None) -> Model:
     """The model at cfg's sequence length, with cfg's attention kernel choice (fused "flash" or
     materialised) when the config sets one and the stack's activation, loss, norm and rotary kernels
-    (fused SwiGLU or eager; fused cross-entropy or upcast; fused or eager fp32 RMSNorm and rotary):
+    (fused SwiGLU or eager; fused cross-entropy or upcast; fused or eager fp32 RMSNorm and rotary) and the
+    cross-entropies its trainer evaluates again for metrics:
     rebuilt from its architecture spec (cached). ``stack``: the resolved stack when the caller has it
     (:func:`resolve`); else the config's is read."""
     stack = stack if stack is not None else stack_of(cfg)
@@ -72,6 +73,8 @@ def prepare_model(model: Model, cfg: TrainConfig, stack: Stack | None = None) ->
     fused_loss = stack.loss_kernel == "fused"
     if arch.fused_cross_entropy != fused_loss:
         update["fused_cross_entropy"] = fused_loss
+    if arch.metric_cross_entropies != stack.train_metric_losses:
+        update["metric_cross_entropies"] = stack.train_metric_losses
     eager = {"eager_norm_fp32": stack.norm_kernel == "eager-fp32",
              "eager_rotary_fp32": stack.rotary_kernel == "eager-fp32"}
     update.update({k: v for k, v in eager.items() if getattr(arch, k) != v})

@@ -39,7 +39,7 @@ from simtrain.graph.op import Op
 
 __all__ = ["ParamMemory", "param_memory", "zero_degree", "activation_bytes_per_microbatch", "attention_core_saved",
            "block_input_elements", "checkpoint_bytes", "largest_gradient_bytes", "recompute_window_bytes",
-           "fp32_logits_grad_bytes", "op_sac_bytes", "FP32_BYTES", "LOSS_FP32_GRADIENTS"]
+           "fp32_logits_grad_bytes", "metric_peak_bytes", "op_sac_bytes", "FP32_BYTES", "LOSS_FP32_GRADIENTS"]
 
 FP32_BYTES = 4
 
@@ -257,3 +257,19 @@ def recompute_window_bytes(per_block_bytes: list[float], k: int = 1) -> float:
     if not per_block_bytes:
         return 0.0
     return max(sum(per_block_bytes[i:i + k]) for i in range(0, len(per_block_bytes), k))
+
+
+def metric_peak_bytes(ops, micro_batch: float, reg: Regime, tp: int, counts: tuple[int, ...] | None = None) -> float:
+    """Bytes above the static memory while a trainer re-evaluates the loss for its metrics after a
+    micro-batch's backward (graph/rules/lookup.py ``cross_entropy_metric``): the logits it kept for
+    them, in the activation dtype, and one call's fp32 upcast and log-probabilities (the calls run one
+    after another). The micro-batch's other activations are freed by then, so this is a second
+    moment beside the backward's peak, not an addition to it. Per rank: V/t logits per row."""
+    total = 0.0
+    for i, op in enumerate(ops):
+        transient = op.attr("metric_transient_bytes") if op.kind == "cross_entropy_metric" else None
+        if transient:
+            logits = float(op.act_read.fw) / float(op.attr("calls", 1)) * reg.act_bytes
+            share = micro_batch / (tp if op.tp_split == "vocab" else 1) * (counts[i] if counts else 1)
+            total += (float(transient) + logits) * share
+    return total

@@ -145,6 +145,10 @@ class TransformerArch(Spec):
     """The loss as one fused kernel on the logits in their own dtype (flash-attn ``CrossEntropyLoss``):
     it keeps the logits and a per-row log-sum-exp, not fp32 log-probabilities, and its gradient is in
     the activation dtype. The stack sets it (``Stack.loss_kernel`` "fused")."""
+    metric_cross_entropies: Annotated[int, Field(ge=0, le=8)] = 0
+    """Cross-entropies of the logits evaluated again after each micro-batch's backward, outside autograd,
+    for the trainer's metrics (an op ``head/metrics``, forward only). The stack sets it
+    (``Stack.train_metric_losses``)."""
     eager_norm_fp32: bool = False
     """RMSNorm as a chain of PyTorch ops in fp32, each its own kernel (Meta's reference Llama, torchtitan's
     2024 ``RMSNorm``, HF ``LlamaRMSNorm``): ×9 the fused kernel's traffic, and it keeps an fp32 copy of

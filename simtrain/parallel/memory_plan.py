@@ -12,6 +12,7 @@ from simtrain.cost.memory import (
     checkpoint_bytes,
     fp32_logits_grad_bytes,
     largest_gradient_bytes,
+    metric_peak_bytes,
     op_sac_bytes,
     recompute_window_bytes,
     zero_degree,
@@ -30,7 +31,13 @@ def _activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]
     stack's ``transient_memory_scale`` (a calibrated correction; 1 by default)."""
     scale = cfg.stack.transient_memory_scale
     per_mb, working = _unscaled_activations_and_working(stage, model, cfg, lay, reg)
-    return per_mb * scale, working * scale
+    # the metrics' loss runs after the backward, once the micro-batch's activations are freed: its peak
+    # counts against theirs, as the working bytes that would top them up to it
+    idx = model_index(model)
+    items = idx.items(stage.blocks)
+    metric = metric_peak_bytes(tuple(op for op, *_ in items), lay.micro_batch / lay.cp, reg, lay.tp,
+                               tuple(n for _, n, *_ in items))
+    return per_mb * scale, max(working, metric - per_mb) * scale
 
 
 def _unscaled_activations_and_working(stage, model, cfg, lay, reg) -> tuple[float, float]:

@@ -94,6 +94,16 @@ class Stack(Spec):
     * ``fused`` — one kernel on the logits in their own dtype (flash-attn ``CrossEntropyLoss``,
       llm-foundry's default ``loss_fn: fused_crossentropy``): it keeps the logits and an fp32
       log-sum-exp per token, and writes the gradient in the activation dtype: no fp32 per logit."""
+    train_metric_losses: Annotated[int, Field(ge=0, le=8)] = 0
+    """Cross-entropies of the logits the trainer evaluates again per micro-batch, outside autograd, to
+    log training metrics: each is PyTorch's ``CrossEntropyLoss`` on the kept logits under autocast, an
+    fp32 upcast and a log-softmax pass (graph/rules/lookup.py ``cross_entropy_metric``). Composer's
+    trainer updates the model's train metrics after every micro-batch's backward
+    (``Trainer._train_microbatch`` → ``_eval_train_metrics``, composer v0.16.4), and llm-foundry's MPT
+    model registers two, ``LanguageCrossEntropy`` and ``LanguagePerplexity`` (``ComposerMPTCausalLM``,
+    ``use_train_metrics`` default True, llm-foundry @b2a43a147), each running its own loss: 2. Memory-bound
+    work on tokens × vocabulary logits, so it weighs on small models (a 125M model's logits are as large
+    as a 7B one's per token). 0: the trainer logs the loss it computed (most)."""
     norm_kernel: Literal["fused", "eager-fp32"] = "fused"
     """How RMSNorm runs: ``fused`` — one kernel forward, one per gradient (PyTorch's fused ``rms_norm``,
     Apex, Transformer Engine, a Triton kernel such as torchtitan's ``fused_rmsnorm``); ``eager-fp32`` —

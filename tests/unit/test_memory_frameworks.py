@@ -135,3 +135,54 @@ def test_fsdp_gradients_are_fp32_on_the_shard_with_or_without_accumulation(globa
     assert m.optimizer_bytes == 12 * psi / 2             # the fp32 shard (master) + two Adam moments
     ref = estimate(model, invented_cluster(2), _cfg(global_batch_size=global_batch, dp=2, zero_stage=3)).memory
     assert ref.grads_bytes == (2 if global_batch == 4 else 6) * psi / 2   # DeepSpeed-style 16-bit partitions
+
+
+# --- a trainer's metrics evaluate the loss again (Stack.train_metric_losses) -------------------------
+
+def test_train_metric_losses_add_a_forward_only_loss_op_timed_and_held_after_the_backward():
+    """Composer's two train metrics (llm-foundry's preset: 2) re-run the loss on the kept logits after
+    each micro-batch's backward. Per sample s·V = 256 logits, 2 calls, micro-batch 2 (one micro-batch):
+    the op ``head/metrics`` reads the logits from the LM head, is costed in the forward only, and its
+    seconds are what the step gains. Its moment after the backward holds the kept bf16 logits
+    (2 · 2 · 256 = 1,024 B) and one call's fp32 upcast and log-probabilities (2 · 8 · 256 = 4,096 B)."""
+    from simtrain.cost.compute import device_efficiency
+    from simtrain.cost.memory import metric_peak_bytes
+    from simtrain.cost.op_cost import op_cost
+    model = tiny_llama()
+    cluster = st.Cluster.single(st.load_device("h100-sxm5-80gb"))
+    base = load_stack("reference").with_overrides(name="t", workspace_bytes=1.0, loss_kernel="fused")
+    with_metrics = base.with_overrides(train_metric_losses=2)
+    prepared = prepare_model(model, _cfg(stack=with_metrics))
+    op = next(o for o in prepared.ops if o.name == "head/metrics")
+    assert op.kind == "cross_entropy_metric" and op.attr("calls") == 2
+    assert prepared.graph.has_edge("head/lm_head", "head/metrics")
+    assert "head/metrics" not in {o.name for o in prepare_model(model, _cfg(stack=base)).ops}
+    cost = op_cost(op, 2, regime("bf16"), cluster.device, device_efficiency(cluster.device), stack=with_metrics)
+    assert cost.fw_s > 0 and cost.bw_s == 0
+    before = estimate(model, cluster, _cfg(stack=base))
+    after = estimate(model, cluster, _cfg(stack=with_metrics))
+    assert after.time_breakdown_s["compute"] - before.time_breakdown_s["compute"] == pytest.approx(cost.fw_s)
+    assert metric_peak_bytes(prepared.ops, 2, regime("bf16"), 1) == 2 * 2 * S * V + 2 * 8 * S * V
+    assert load_stack("llm-foundry").train_metric_losses == 2 and load_stack("fsdp2").train_metric_losses == 0
+
+
+def test_the_metrics_peak_counts_against_the_backward_not_on_top_of_it():
+    """A 1-layer model whose vocabulary (4,096) dwarfs its hidden size: n = 2 · 8 · 4,096 = 65,536 logits
+    per micro-batch. Fused loss: the backward's working set is the bf16 logits' gradient and the head
+    input's (2n + 2 · 2 · 8 · 16); the metrics' moment needs 2n (kept logits) + 8n (fp32 upcast and
+    log-probabilities) above the static memory, once the activations it follows are freed: the working
+    bytes rise to 10n less the micro-batch's activations."""
+    from simtrain.graph.model import build_model
+    from simtrain.graph.spec import ModelSpec
+    t = {"layers": 1, "hidden": H, "heads": 4, "vocab": 4096, "ffn_hidden": F, "activation": "swiglu",
+         "norm": "rmsnorm", "position": "rotary", "biases": False, "flash_attention": True}
+    model = build_model(ModelSpec.model_validate({"name": "wide-vocab", "family": "transformer", "seq_len": S,
+                                                  "transformer": t}))
+    cluster = st.Cluster.single(st.load_device("h100-sxm5-80gb"))
+    base = load_stack("reference").with_overrides(name="t", workspace_bytes=1.0, loss_kernel="fused")
+    plain = estimate(model, cluster, _cfg(stack=base)).memory
+    metrics = estimate(model, cluster, _cfg(stack=base.with_overrides(train_metric_losses=2))).memory
+    n = 2 * S * 4096
+    assert plain.buffers_bytes == 2 * n + 2 * 2 * S * H
+    assert metrics.activations_bytes == plain.activations_bytes
+    assert metrics.buffers_bytes == 10 * n - metrics.activations_bytes

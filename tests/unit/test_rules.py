@@ -270,6 +270,21 @@ def test_embedding_and_cross_entropy():
     assert fused == expected
 
 
+def test_cross_entropy_metric_is_forward_only_fp32_passes_per_call():
+    # 3 rows × 5 classes, 2 calls: n = 30 logits read in the activation dtype; per call and logit the fp32
+    # upcast written (4 B), read and written again by log_softmax (4 + 4 B): writes 8 · 30 + 2 · 4 (the
+    # sums) = 248 B, reads 4 · 30 + 2 · 3 · (4 + 8) (gathered log-prob, int64 target) = 192 B; FLOPs
+    # 5 · 30 + 3 · 2 = 156; no backward, nothing kept
+    m = build("cross_entropy_metric", rows=3, classes=5, calls=2)
+    expected = rec("cross_entropy_metric", OpClass.REDUCTION, flops=P(156, 0, 0), act_read=P(30, 0, 0),
+                   act_write=P(0, 0, 0), fixed_write_bytes=P(248, 0, 0), fixed_read_bytes=P(192, 0, 0),
+                   shapes=((3, 5),), out_shape=(1,), tp_split="vocab", runs_in_low_precision=False,
+                   attrs=(("calls", 2), ("metric_transient_bytes", 120)))
+    assert m == expected
+    with pytest.raises(ValueError, match="calls"):
+        build("cross_entropy_metric", rows=3, classes=5, calls=0)
+
+
 def test_moe_router_and_experts():
     # 4 tokens, h 2, 4 experts, top 2: router logits 2·4·2·4 = 64 FLOPs per phase; 8 params.
     r = build("moe_router", rows=4, hidden=2, experts=4, top_k=2)

@@ -15,6 +15,12 @@ and one logits-sized read besides the log-probabilities (a single fused pass wou
 the log-softmax output it keeps is fp32 (4 B per logit) whatever the activation dtype, and
 ``nll_loss`` keeps the int64 targets: both are ``fixed_bytes``. The forward also writes the fp32
 per-row losses (4 B per row) before the mean.
+
+``cross_entropy_metric``: the same loss evaluated ``calls`` more times on the kept logits, forward only
+and outside autograd, for a trainer's metrics (``Stack.train_metric_losses``): each call reads the
+logits in the activation dtype, writes the fp32 upcast autocast makes (4 B per logit), reads it for
+``log_softmax`` and writes fp32 log-probabilities (4 + 4 B), then gathers one per row against the int64
+targets and sums. No backward, nothing kept.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from simtrain.graph.op import Saved
 from simtrain.graph.rules._util import attrs_of, pc, pos_int
 from simtrain.graph.rules.registry import rule
 
-__all__ = ["embedding", "cross_entropy"]
+__all__ = ["embedding", "cross_entropy", "cross_entropy_metric"]
 
 INDEX_BYTES = 8
 FP32_BYTES = 4
@@ -74,4 +80,21 @@ def cross_entropy(*, rows: int, classes: int, fused: bool = False) -> dict:
         fixed_write_bytes=pc(logp + FP32_BYTES * r), fixed_read_bytes=pc(targets, logp + targets),
         saved=Saved(fixed_bytes=logp + targets), shapes=((r, c),), out_shape=(1,), tp_split="vocab",
         runs_in_low_precision=False, attrs=attrs_of(log_softmax_bytes=logp),
+    )
+
+
+@rule("cross_entropy_metric")
+def cross_entropy_metric(*, rows: int, classes: int, calls: int = 1) -> dict:
+    """``calls`` forward-only cross-entropies of ``rows`` × ``classes`` logits per sample, outside autograd
+    (PyTorch ``CrossEntropyLoss(reduction="sum")`` under autocast, as torchmetrics-style train metrics run
+    it): per call and logit the activation-dtype read, the fp32 upcast written (4 B), read and written again
+    by ``log_softmax`` (4 + 4 B); per row the gathered log-probability (4 B) and the int64 target."""
+    r, c, k = pos_int("rows", rows), pos_int("classes", classes), pos_int("calls", calls)
+    n = r * c * k
+    return dict(
+        op_class=OpClass.REDUCTION, flops=pc(5 * n + r * k), act_read=pc(n), act_write=pc(0),
+        fixed_write_bytes=pc(2 * FP32_BYTES * n + FP32_BYTES * k),
+        fixed_read_bytes=pc(FP32_BYTES * n + (FP32_BYTES + INDEX_BYTES) * r * k),
+        shapes=((r, c),), out_shape=(1,), tp_split="vocab", runs_in_low_precision=False,
+        attrs=attrs_of(calls=k, metric_transient_bytes=2 * FP32_BYTES * r * c),
     )
