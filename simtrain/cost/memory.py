@@ -193,9 +193,12 @@ def checkpoint_bytes(block_first_ops: list[Op], micro_batch: float, reg: Regime,
 
 
 def largest_gradient_bytes(ops, micro_batch: float, reg: Regime, tp: int, sp: bool, ep: int) -> float:
-    """Transient peak inside backward: the largest op's output-gradient + input-gradient working set."""
+    """Transient peak inside backward: the largest op's output-gradient + input-gradient working set
+    (ops without a backward hold none)."""
     largest = 0.0
     for op in ops:
+        if not op.has_backward:
+            continue
         f = shard_factors(op, tp, sp, ep)
         grads = (op.act_write.fw * f.act_write + op.act_read.fw * f.act_read) * micro_batch * reg.act_bytes
         largest = max(largest, grads)

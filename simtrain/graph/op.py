@@ -169,6 +169,14 @@ class Op:
         return default
 
     @property
+    def has_backward(self) -> bool:
+        """Does the op run in the backward at all? False for work done outside autograd (a trainer's
+        metrics re-evaluating the loss, ``cross_entropy_metric``): it holds no gradients and is never
+        recomputed."""
+        phases = (self.flops, self.act_read, self.act_write, self.fixed_read_bytes, self.fixed_write_bytes)
+        return any(p.agrad or p.wgrad for p in phases) or bool(self.weight_write.wgrad)
+
+    @property
     def out_elements(self) -> float:
         n = 1
         for d in self.out_shape:

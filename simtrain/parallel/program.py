@@ -195,7 +195,10 @@ def saved_set_bytes(model: Model | None, micro: float, reg: Regime, lay: Layout,
 
 
 def _recompute_share(op: Op, cfg: TrainConfig, repeated: bool, model: Model | None) -> float:
-    """Share of ``op``'s forward re-run in the backward under the config's recomputation policy."""
+    """Share of ``op``'s forward re-run in the backward under the config's recomputation policy (none
+    for an op outside autograd: no backward asks for its output)."""
+    if not op.has_backward:
+        return 0.0
     policy = str(cfg.recompute)
     if policy == "full":
         return float(repeated)

@@ -163,6 +163,12 @@ def test_train_metric_losses_add_a_forward_only_loss_op_timed_and_held_after_the
     after = estimate(model, cluster, _cfg(stack=with_metrics))
     assert after.time_breakdown_s["compute"] - before.time_breakdown_s["compute"] == pytest.approx(cost.fw_s)
     assert metric_peak_bytes(prepared.ops, 2, regime("bf16"), 1) == 2 * 2 * S * V + 2 * 8 * S * V
+    # outside autograd: no gradients in the backward's working set, never recomputed
+    assert not op.has_backward and all(o.has_backward for o in model.ops)
+    assert after.memory.buffers_bytes == before.memory.buffers_bytes   # 5,120 B < the micro-batch's activations
+    full = dict(recompute="full")
+    assert (estimate(model, cluster, _cfg(stack=with_metrics, **full)).time_breakdown_s["recompute"]
+            == estimate(model, cluster, _cfg(stack=base, **full)).time_breakdown_s["recompute"])
     assert load_stack("llm-foundry").train_metric_losses == 2 and load_stack("fsdp2").train_metric_losses == 0
 
 
