@@ -54,3 +54,13 @@ def test_without_cuda_it_exits_3_and_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(gpu_bench, "gpu_facts", lambda: None)
     assert sg.main(["--out", str(tmp_path)]) == sg.EXIT_NO_GPU
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_plan_runs_fp8_with_fast_accumulation_after_the_random_runs():
+    """bf16 and fp8 on random data, fp8 with TE's forward accumulation, then both on zeros; a run of
+    0 s is dropped, and a GPU without fp8 gets neither fp8 run."""
+    assert sg.run_plan(["bf16", "fp8"], 40.0, 10.0, 20.0) == [
+        ("bf16", "random", 40.0), ("fp8", "random", 40.0), ("fp8", sg.FAST_ACCUM, 20.0),
+        ("bf16", "zeros", 10.0), ("fp8", "zeros", 10.0)]
+    assert sg.run_plan(["bf16", "fp8"], 40.0, 0.0, 0.0) == [("bf16", "random", 40.0), ("fp8", "random", 40.0)]
+    assert sg.run_plan(["bf16"], 40.0, 10.0, 20.0) == [("bf16", "random", 40.0), ("bf16", "zeros", 10.0)]

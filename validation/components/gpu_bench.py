@@ -90,8 +90,10 @@ def _warm_up(seconds: float) -> None:
 # ----------------------------------------------------------------------------------------------
 # GEMM
 # ----------------------------------------------------------------------------------------------
-def gemm_fn(dtype: str, m: int, n: int, k: int, zeros: bool = False):
-    """One bf16 ``matmul`` or fp8 ``_scaled_mm`` of m×k by k×n, inputs random normal (or zeros)."""
+def gemm_fn(dtype: str, m: int, n: int, k: int, zeros: bool = False, fast_accum: bool = False):
+    """One bf16 ``matmul`` or fp8 ``_scaled_mm`` of m×k by k×n, inputs random normal (or zeros);
+    ``fast_accum``: fp8 with cuBLASLt's fast accumulation (no periodic promotion of the partial sums to
+    fp32), as Transformer Engine runs its forward GEMMs."""
     import torch
     make = torch.zeros if zeros else torch.randn
     if dtype == "bf16":
@@ -103,7 +105,8 @@ def gemm_fn(dtype: str, m: int, n: int, k: int, zeros: bool = False):
     a8 = make(m, k, device=DEVICE).to(torch.float8_e4m3fn)
     b8 = make(n, k, device=DEVICE).to(torch.float8_e4m3fn).t()  # column-major (k, n), as cuBLASLt wants
     one = torch.ones((), device=DEVICE, dtype=torch.float32)
-    fn = lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
+    fn = lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,  # noqa: E731
+                                  use_fast_accum=fast_accum)
     fn()
     return fn
 

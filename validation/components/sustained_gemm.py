@@ -8,6 +8,10 @@ load, so this check runs each precision for ``--seconds`` without a pause:
 
 * bf16 ``torch.matmul`` and, from compute capability 8.9, fp8 ``torch._scaled_mm`` on a Llama-70B MLP
   shape (8192 tokens × 28672 × 8192: the up projection), inputs random normal;
+* fp8 again with cuBLASLt's fast accumulation for ``--fast-accum-seconds`` (``use_fast_accum=True``):
+  Transformer Engine runs its forward GEMMs so (``_2X_ACC_FPROP = False``) and its gradient GEMMs with
+  the periodic fp32 promotion the default measures, so the ratio of the two prices Megatron-Core's
+  fp8 forward;
 * the same on zeros for ``--zeros-seconds``: a GEMM on zeros toggles fewer transistors, draws less power
   and holds higher clocks, which is why a sustained ceiling is measured on random data (SemiAnalysis's
   H100 / H200 figures; MAMF's max-search on zeros-free random data);
@@ -17,7 +21,7 @@ load, so this check runs each precision for ``--seconds`` without a pause:
 Per run: the first window (burst), the median of the second half's windows (sustained), both as
 TFLOP/s and as a fraction of the dense peak of the matching library device, and the median clock and
 power over the run. Writes ``sustained-<gpu-slug>.json`` and ``.md`` into ``--out``; exits 3 without
-CUDA. With the defaults it takes about two minutes on one GPU. The profile is updated by hand from the
+CUDA. With the defaults it takes about two and a half minutes on one GPU. The profile is updated by hand from the
 sustained fractions (``derive.SUSTAINED_MATMUL``), citing the committed report.
 """
 
@@ -33,11 +37,13 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["SHAPE", "parse_smi", "window_summary", "samples_in", "render_md", "main"]
+__all__ = ["SHAPE", "FAST_ACCUM", "parse_smi", "window_summary", "samples_in", "run_plan", "render_md", "main"]
 
 SHAPE = (8192, 28672, 8192)
 """(M, N, K): 8192 tokens through Llama-70B's MLP up projection (hidden 8192, FFN 28672)."""
 WINDOW_S = 1.0
+FAST_ACCUM = "random, fast accum"
+"""The ``data`` label of the fp8 run with cuBLASLt's fast accumulation."""
 SMI_FIELDS = "timestamp,clocks.sm,power.draw,temperature.gpu"
 EXIT_NO_GPU = 3
 
@@ -106,13 +112,22 @@ def _smi() -> subprocess.Popen | None:
                              "-i", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
 
+def run_plan(dtypes: list[str], seconds: float, zeros_seconds: float, fast_accum_seconds: float) -> list[tuple]:
+    """(dtype, data, seconds) in the order run: each dtype on random data, fp8 with fast accumulation,
+    then each on zeros (a run of 0 s is left out)."""
+    plan = [(d, "random", seconds) for d in dtypes]
+    plan += [("fp8", FAST_ACCUM, fast_accum_seconds)] if "fp8" in dtypes and fast_accum_seconds > 0 else []
+    return plan + [(d, "zeros", zeros_seconds) for d in dtypes if zeros_seconds > 0]
+
+
 def _runs(plan: list[tuple[str, str, float]], peaks: dict[str, float]) -> list[dict]:
     from validation.components.gpu_bench import gemm_fn
     proc = _smi()
     runs = []
     try:
         for dtype, data, seconds in plan:
-            windows, t0, t1 = _timed_windows(gemm_fn(dtype, *SHAPE, zeros=data == "zeros"), seconds)
+            fn = gemm_fn(dtype, *SHAPE, zeros=data == "zeros", fast_accum=data == FAST_ACCUM)
+            windows, t0, t1 = _timed_windows(fn, seconds)
             runs.append({"dtype": dtype, "data": data, "seconds": seconds, "t0": t0, "t1": t1,
                          "tflops": [round(x, 1) for x in windows], **window_summary(windows, peaks[dtype])})
     finally:
@@ -147,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="folder for sustained-<gpu>.json / .md")
     ap.add_argument("--seconds", type=float, default=40.0, help="seconds of random-data GEMMs per precision")
     ap.add_argument("--zeros-seconds", type=float, default=10.0, help="seconds on zeros per precision (0: skip)")
+    ap.add_argument("--fast-accum-seconds", type=float, default=20.0,
+                    help="seconds of fp8 with fast accumulation on random data (0: skip)")
     ap.add_argument("--device", help="library device for the peaks (default: detected from the GPU's name)")
     args = ap.parse_args(argv)
     from validation.components.gpu_bench import gpu_facts
@@ -165,8 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     dev = st.load_device(name)
     dtypes = ["bf16"] + (["fp8"] if tuple(map(int, facts["capability"].split("."))) >= (8, 9) else [])
     peaks = {d: dev.peak_flops_per_s[DType(d)].value / 1e12 for d in dtypes}
-    plan = [(d, "random", args.seconds) for d in dtypes]
-    plan += [(d, "zeros", args.zeros_seconds) for d in dtypes if args.zeros_seconds > 0]
+    plan = run_plan(dtypes, args.seconds, args.zeros_seconds, args.fast_accum_seconds)
     t0 = time.perf_counter()
     report = dict(facts, device=name, date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"),
                   runs=_runs(plan, peaks), profile=SUSTAINED_MATMUL["hopper"])
