@@ -46,6 +46,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from simtrain.cost.compute import memory_seconds
 from simtrain.cost.op_cost import shard_factors
 from simtrain.cost.precision import Regime
 from simtrain.glossary import DTYPE_BYTES, DType, PipelineSchedule
@@ -59,7 +60,7 @@ from simtrain.parallel.chunk_sync import (
 from simtrain.parallel.recompute import early_stop_skips, recomputed_count
 from simtrain.parallel.schedule_orders import ONE_CHUNK, ChunkWindows
 
-__all__ = ["CommTask", "microbatch_comm", "step_comm"]
+__all__ = ["CommTask", "microbatch_comm", "step_comm", "fsdp_copy_out_s"]
 
 
 
@@ -264,6 +265,19 @@ def _fsdp_tasks(pm, cfg, lay, reg: Regime, comm, fw_s: float, bw_s: float, layer
         out.append(CommTask("dp", "allgather", phase, param_bytes / layers, g, layers,
                             overlap_s=g * layers - exposed, slowdown=stack.comm_compute_slowdown))
     return out
+
+
+def fsdp_copy_out_s(pm, cfg, lay, reg: Regime, coster, layers: int) -> tuple[float, float]:
+    """(forward, backward) compute-stream seconds per micro-batch of copying each gathered layer out of
+    the all-gather buffer into its parameters (``Stack.fsdp_gather_copy_out``: FSDP2's
+    ``foreach_all_gather_copy_out``): read and write every gathered byte, one copy kernel per layer,
+    for each gather :func:`_fsdp_tasks` issues (the backward's only when resharded after the forward)."""
+    if not cfg.stack.fsdp_gather_copy_out or cfg.zero_stage < 3 or lay.dp * lay.cp == 1 or pm.trainable_count == 0:
+        return 0.0, 0.0
+    layers = max(1, layers)
+    per_layer = 2.0 * _gathered_bytes(pm, cfg.stack, reg) / layers
+    s = layers * (memory_seconds(per_layer, coster.device, coster.eff) + coster.eff.launch_overhead_s)
+    return s, s if cfg.reshard_after_forward else 0.0
 
 
 def _gathered_bytes(pm, stack, reg: Regime) -> float:

@@ -22,7 +22,7 @@ from simtrain.cost.realisation import attention_realised
 from simtrain.graph.model import Model
 from simtrain.graph.op import Op
 from simtrain.parallel.cold_calls import ColdCalls, cold_calls
-from simtrain.parallel.comm_tasks import CommTask, microbatch_comm, step_comm
+from simtrain.parallel.comm_tasks import CommTask, fsdp_copy_out_s, microbatch_comm, step_comm
 from simtrain.parallel.layout import Layout
 from simtrain.parallel.model_index import model_index
 from simtrain.parallel.recompute import (
@@ -251,6 +251,10 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
     items = model_index(model).items(blocks)
     fw, bw, rc, fwf, bwf, rcf, mem, fwk, bwk, rck, times, wg = stage_compute(items, cfg, coster)
     pm = stage_param_memory(model, blocks, items, cfg, lay, reg)
+    copy_fw, copy_bw = fsdp_copy_out_s(pm, cfg, lay, reg, coster, len(blocks))  # FSDP2's copy-out: compute stream
+    if copy_fw + copy_bw > 0:  # memory-bound work of its own, listed beside the ops
+        fw, bw, mem = fw + copy_fw, bw + copy_bw, mem + copy_fw + copy_bw
+        times.append(("fsdp/gather copy-out", "fsdp_copy_out", copy_fw + copy_bw, "memory"))
     mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks), fw, bw + rc,
                               pm, len(blocks))
     exp_fw = sum(t.exposed_s for t in mb_comm if t.phase == "fw")

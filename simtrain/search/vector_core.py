@@ -28,7 +28,7 @@ import numpy as np
 import simtrain.search.vector_rules as rules
 from simtrain.cost.realisation import hidden_cost_s
 from simtrain.parallel.comm import ClusterComm
-from simtrain.parallel.comm_tasks import _exposed, _fsdp_tasks, microbatch_comm, step_comm
+from simtrain.parallel.comm_tasks import _exposed, _fsdp_tasks, fsdp_copy_out_s, microbatch_comm, step_comm
 from simtrain.parallel.layout import Layout
 from simtrain.parallel.memory_plan import _activations_and_working, gathered_params_bytes
 from simtrain.parallel.model_index import model_index
@@ -138,6 +138,7 @@ def _dp_side(g: _Group, blocks) -> dict:
         gathers = _fsdp_tasks(pm, cfg, lay, s.reg, comm, 0.0, 0.0, len(blocks))
         if gathers:
             out.update(fsdp=True, g_s=gathers[0].seconds, layers=gathers[0].count)
+        out["copy_fw"], out["copy_bw"] = fsdp_copy_out_s(pm, cfg, lay, s.reg, coster, len(blocks))
         if cfg.zero_stage >= 3:
             out["gathered"] = gathered_params_bytes(SimpleNamespace(blocks=blocks), g.model, cfg, lay, s.reg,
                                                     cfg.stack.fsdp_prefetch_layers)
@@ -187,6 +188,9 @@ def _stage_time(g: _Group, stage: int, blocks, cache: dict, k: dict) -> dict:
     """One stage's per-micro-batch forward / backward seconds, its syncs and optimizer step
     (``program._stage_program`` and the StageProgram properties, over every point of the group)."""
     comp, loc, d = _stage_compute(g, blocks, cache), _local_comm(g, stage, blocks), _dp_side(g, blocks)
+    # FSDP2's copy-out runs on the compute stream: part of each phase's compute (program._stage_program)
+    comp = {**comp, "fw": comp["fw"] + d["copy_fw"], "bw": comp["bw"] + d["copy_bw"],
+            "mem": comp["mem"] + d["copy_fw"] + d["copy_bw"]}
     fw_d, bw_d = comp["fw"] + loc["e_fw"], (comp["bw"] + comp["rc"]) + loc["e_back"]
     fsdp, gs, layers = d["fsdp"], d["g_s"], d["layers"]
     total = gs * layers  # ZeRO-3 / FSDP per-layer gathers: comm_tasks._fsdp_tasks

@@ -184,6 +184,13 @@ class Stack(Spec):
     fsdp_prefetch_layers: Annotated[int, Field(ge=0, le=64)] = 1
     """ZeRO-3 / FSDP: how many layers ahead parameters are all-gathered (0 = gathered on demand,
     fully exposed; 1 = FSDP's default forward/backward prefetch)."""
+    fsdp_gather_copy_out: bool = False
+    """ZeRO-3 / FSDP gathers into a flat buffer and copies each parameter out of it on the compute stream:
+    per-parameter FSDP (FSDP2 ``fully_shard``: ``_fsdp_collectives.foreach_all_gather_copy_out``,
+    ``torch.split_with_sizes_copy`` in ``FSDPParamGroup.wait_for_unshard``), a read and a write of every
+    gathered element per gather, each forward and, resharded after it, each backward of every micro-batch
+    (parallel/comm_tasks.py ``fsdp_copy_out_s``). False: the gather lands in the parameters themselves
+    (FSDP1's flat parameter, whose parameters are views; DeepSpeed ZeRO-3's partitioned parameters)."""
     fp8_recipe: Literal["delayed", "tensorwise", "rowwise"] = "delayed"
     """With precision fp8: how inputs are scaled and cast (Transformer Engine delayed scaling fuses
     the amax into the cast; torchao tensorwise current scaling adds an amax pass; rowwise also

@@ -192,3 +192,36 @@ def test_the_metrics_peak_counts_against_the_backward_not_on_top_of_it():
     assert plain.buffers_bytes == 2 * n + 2 * 2 * S * H
     assert metrics.activations_bytes == plain.activations_bytes
     assert metrics.buffers_bytes == 10 * n - metrics.activations_bytes
+
+
+# --- FSDP2 copies each gather out into its parameters (Stack.fsdp_gather_copy_out) ---------------------
+
+@pytest.mark.parametrize("reshard", [True, False])
+def test_fsdp2_copy_out_reads_and_writes_every_gathered_byte_per_gather(reshard):
+    """Tiny Llama on 2 FSDP ranks, bf16: each gather of the stage's ψ parameters (2 B each) is copied
+    out of the flat buffer, read + write = 4ψ bytes, one kernel per block, in the forward and, resharded
+    after it, in the backward. The step's compute grows by exactly those seconds; FSDP1 (flag off),
+    ZeRO below 3 and a single rank pay nothing."""
+    from simtrain.cost.compute import device_efficiency, memory_seconds
+    from simtrain.parallel.comm_tasks import fsdp_copy_out_s
+    model = tiny_llama()
+    cluster = invented_cluster(2)
+    fsdp2 = load_stack("fsdp2").with_overrides(host_dispatch_s=0.0)  # a tiny model: keep the GPU's pace
+    on = _cfg(global_batch_size=4, dp=2, stack=fsdp2, reshard_after_forward=reshard)
+    off = _cfg(global_batch_size=4, dp=2, reshard_after_forward=reshard,
+               stack=fsdp2.with_overrides(fsdp_gather_copy_out=False))
+    assert load_stack("fsdp2").fsdp_gather_copy_out and not load_stack("llm-foundry").fsdp_gather_copy_out
+    prog = build_program(model, cluster, on)
+    stage, blocks = prog.stages[0], len(prog.stages[0].blocks)
+    psi = stage.params.params_count
+    eff = device_efficiency(cluster.device)
+    per_gather = blocks * (memory_seconds(2 * 2.0 * psi / blocks, cluster.device, eff) + eff.launch_overhead_s)
+    coster = type("C", (), {"device": cluster.device, "eff": eff})()
+    fw, bw = fsdp_copy_out_s(stage.params, prog.cfg, prog.layout, prog.regime, coster, blocks)
+    assert fw == pytest.approx(per_gather) and bw == pytest.approx(per_gather if reshard else 0.0)
+    base = build_program(model, cluster, off).stages[0]
+    assert stage.fw_s - base.fw_s == pytest.approx(fw) and stage.bw_s - base.bw_s == pytest.approx(bw)
+    alone = build_program(model, invented_cluster(1), _cfg(global_batch_size=2, stack=fsdp2))
+    assert fsdp_copy_out_s(alone.stages[0].params, alone.cfg, alone.layout, alone.regime, coster, blocks) == (0.0, 0.0)
+    zero1 = build_program(model, cluster, _cfg(global_batch_size=4, dp=2, stack=fsdp2, zero_stage=1))
+    assert fsdp_copy_out_s(zero1.stages[0].params, zero1.cfg, zero1.layout, zero1.regime, coster, blocks) == (0.0, 0.0)

@@ -72,6 +72,16 @@ def test_fp8_on_hopper_with_and_without_the_weight_cache():
     assert _assert_equal_to_scalar(model, cluster, base, _random_points(axes, 40, seed=7)) >= 15
 
 
+def test_fsdp2_with_and_without_the_gathers_copy_out():
+    """FSDP2 copies every gather out on the compute stream, FSDP1 does not: two stacks that differ only
+    there must not share the data-parallel side's memo, and each prices as the scalar estimate."""
+    model, cluster = st.load_model("gpt2-medium"), st.load_cluster("dgx-a100-80gb", nodes=2)
+    axes = {"micro_batch_size": [1, 2, 4], "zero_stage": [1, 3], "recompute": ["none", "full"],
+            "stack": ["fsdp2", st.load_stack("fsdp2").with_overrides(fsdp_gather_copy_out=False)]}
+    base = st.TrainConfig(global_batch_size=64, seq_len=1024)
+    assert _assert_equal_to_scalar(model, cluster, base, _random_points(axes, 24, seed=11)) >= 12
+
+
 def test_tensor_parallel_overlap_variants_of_one_preset():
     """Megatron-Core with --tp-comm-overlap off, its backward's input-gradient collective async (as it runs)
     or not, and a partial share: the sweep's stage signature tells them apart."""
