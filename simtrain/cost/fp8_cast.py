@@ -15,7 +15,7 @@ from simtrain.cost.precision import Regime
 from simtrain.glossary import DType, OpClass
 from simtrain.graph.op import Gemm, Op
 
-__all__ = ["FP8_CAST_PASSES", "CAST_TRANSPOSE_BYTES", "FP8_WEIGHT_CAST_BYTES", "runs_in_fp8", "fp8_cast_seconds", "fp8_weight_cast_seconds"]
+__all__ = ["FP8_CAST_PASSES", "CAST_PASS_BYTES", "CAST_TRANSPOSE_BYTES", "FP8_WEIGHT_CAST_BYTES", "runs_in_fp8", "fp8_cast_seconds", "fp8_weight_cast_seconds"]
 
 FP8_CAST_PASSES = {"delayed": 1.0, "tensorwise": 1.5, "rowwise": 2.5}
 """Passes over a tensor to cast it to fp8, per recipe: delayed scaling (Transformer Engine's default:
@@ -29,6 +29,9 @@ CAST_TRANSPOSE_BYTES = 4.0
 writes the fp8 copy and its transpose in one pass, 2 + 1 + 1 (module/linear.py: the input and the
 weight in the forward, the output gradient in the backward; the weight-gradient GEMM reads the
 transposed copies, so nothing is cast again)."""
+
+CAST_PASS_BYTES = 3.0
+"""Bytes per element of one torchao cast pass: read 16-bit, write 8-bit, 2 + 1."""
 
 FP8_WEIGHT_CAST_BYTES = CAST_TRANSPOSE_BYTES
 """Bytes per weight element of the once-a-step fp8 weight cast (``Stack.fp8_weight_cache``): one
@@ -59,7 +62,7 @@ def fp8_cast_seconds(phase: str, gemm: Gemm, micro_batch: float, stack, device, 
 
     Delayed scaling (Transformer Engine) casts each tensor once with its transpose,
     :data:`CAST_TRANSPOSE_BYTES` an element, and the weight-gradient GEMM reads those transposed copies.
-    The torchao recipes cast in passes of 3 bytes (read 2, write 1), :data:`FP8_CAST_PASSES` of them,
+    The torchao recipes cast in passes of :data:`CAST_PASS_BYTES`, :data:`FP8_CAST_PASSES` of them,
     and the weight gradient casts transposed X and dY copies again (rowwise writes them at cast time,
     which its pass count already holds)."""
     recipe = stack.fp8_recipe if stack is not None else "delayed"
@@ -75,5 +78,5 @@ def fp8_cast_seconds(phase: str, gemm: Gemm, micro_batch: float, stack, device, 
     if recipe == "delayed":
         bytes_moved = CAST_TRANSPOSE_BYTES * elements
     else:
-        bytes_moved = 3.0 * elements * (FP8_CAST_PASSES[recipe] if phase != "wgrad" else 1.0)
+        bytes_moved = CAST_PASS_BYTES * elements * (FP8_CAST_PASSES[recipe] if phase != "wgrad" else 1.0)
     return memory_seconds(bytes_moved, device, eff) + tensors * eff.launch_overhead_s, float(tensors)

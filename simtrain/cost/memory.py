@@ -270,9 +270,9 @@ def metric_peak_bytes(ops, micro_batch: float, reg: Regime, tp: int, counts: tup
     moment beside the backward's peak, not an addition to it. Per rank: V/t logits per row."""
     total = 0.0
     for i, op in enumerate(ops):
-        transient = op.attr("metric_transient_bytes") if op.kind == "cross_entropy_metric" else None
-        if transient:
-            logits = float(op.act_read.fw) / float(op.attr("calls", 1)) * reg.act_bytes
-            share = micro_batch / (tp if op.tp_split == "vocab" else 1) * (counts[i] if counts else 1)
-            total += (float(transient) + logits) * share
+        if op.kind != "cross_entropy_metric":
+            continue
+        logits = float(op.act_read.fw) / float(op.attr("calls", 1))  # per sample, one call's
+        share = micro_batch / (tp if op.tp_split == "vocab" else 1) * (counts[i] if counts else 1)
+        total += (reg.act_bytes + 2 * FP32_BYTES) * logits * share
     return total

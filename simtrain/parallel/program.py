@@ -19,6 +19,7 @@ from simtrain.cost.memory import ParamMemory
 from simtrain.cost.op_cost import OpCost, op_cost, saved_bytes
 from simtrain.cost.precision import Regime
 from simtrain.cost.realisation import attention_realised
+from simtrain.glossary import OpClass
 from simtrain.graph.model import Model
 from simtrain.graph.op import Op
 from simtrain.parallel.cold_calls import ColdCalls, cold_calls
@@ -254,7 +255,7 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
     copy_fw, copy_bw = fsdp_copy_out_s(pm, cfg, lay, reg, coster, len(blocks))  # FSDP2's copy-out: compute stream
     if copy_fw + copy_bw > 0:  # memory-bound work of its own, listed beside the ops
         fw, bw, mem = fw + copy_fw, bw + copy_bw, mem + copy_fw + copy_bw
-        times.append(("fsdp/gather copy-out", "fsdp_copy_out", copy_fw + copy_bw, "memory"))
+        times.append(("fsdp/gather copy-out", "fsdp_copy_out", copy_fw + copy_bw, str(OpClass.MEMORY)))
     mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks), fw, bw + rc,
                               pm, len(blocks))
     exp_fw = sum(t.exposed_s for t in mb_comm if t.phase == "fw")

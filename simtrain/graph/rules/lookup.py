@@ -96,5 +96,5 @@ def cross_entropy_metric(*, rows: int, classes: int, calls: int = 1) -> dict:
         fixed_write_bytes=pc(2 * FP32_BYTES * n + FP32_BYTES * k),
         fixed_read_bytes=pc(FP32_BYTES * n + (FP32_BYTES + INDEX_BYTES) * r * k),
         shapes=((r, c),), out_shape=(1,), tp_split="vocab", runs_in_low_precision=False,
-        attrs=attrs_of(calls=k, metric_transient_bytes=2 * FP32_BYTES * r * c),
+        attrs=attrs_of(calls=k),
     )
