@@ -70,3 +70,19 @@ def test_shipped_presets_name_the_fit_pool():
     for name in ("deepspeed", "fsdp2", "llm-foundry", "megatron-core"):
         assert st.load_stack(name).realisation_source.startswith("fit pool")
     assert st.load_stack("reference").realisation_source == ""
+
+
+def test_row_table_puts_each_left_out_error_on_its_own_row():
+    """Two sources interleaved in load order: each source's left-out errors (in its rows' order) land
+    on its rows, the fitted errors on every row; without leave-one-source-out the column is a dash."""
+    from types import SimpleNamespace
+
+    def row(source, name, s):
+        return fit_priors.PoolRow(source, SimpleNamespace(name=name), None, None, None, s)
+    rows = [row("a", "a1", 2.0), row("b", "b1", 3.0), row("a", "a2", 4.0)]
+    lines = fit_priors.row_table(rows, [0.01, -0.02, 0.03], {"a": [0.10, 0.30], "b": [-0.20]})
+    assert len(lines) == 4
+    assert lines[1].split()[-2:] == ["+1.0%", "+10.0%"] and lines[1].startswith("a ")
+    assert lines[2].split()[-2:] == ["-2.0%", "-20.0%"] and " b1 " in lines[2]
+    assert lines[3].split()[-2:] == ["+3.0%", "+30.0%"] and " a2 " in lines[3]
+    assert fit_priors.row_table(rows, [0.0, 0.0, 0.0], None)[2].split()[-1] == "—"

@@ -2,6 +2,7 @@
 
     python -m validation.published.fit_priors            # fit, print the table and leave-one-source-out
     python -m validation.published.fit_priors --write    # also write the fitted knobs into the presets
+    python -m validation.published.fit_priors --rows     # also each row's error, fitted and left out
 
 Every pool row (validation/published/pool.py) is predicted by ``st.estimate`` with its stack preset and
 the shipped device profiles (sustained ceilings, nothing else tuned). Per stack, at most three bounded,
@@ -40,7 +41,7 @@ from validation.published.heldout import (
 from validation.published.pool import pool_runs
 
 __all__ = ["BOUNDS", "STACK_KNOBS", "SHARED_KNOBS", "PoolRow", "Fit", "load_rows", "predict", "fit_pool",
-           "leave_one_source_out", "write_presets", "main"]
+           "leave_one_source_out", "row_table", "write_presets", "main"]
 
 BOUNDS = {"idle_gap_fraction": (0.0, 0.6), "kernel_gap_s": (0.0, 60e-6), "attention_realisation": (0.3, 1.0),
           "comm_compute_slowdown": (0.0, 0.4), "straggler_sigma": (0.0, 0.1)}
@@ -310,6 +311,21 @@ def _fitted_block(knobs: dict, err: dict, rows: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
+def row_table(rows: list[PoolRow], fitted: list[float], left_out: dict[str, list[float]] | None) -> list[str]:
+    """One line per pool row: its source, name, published step seconds, the in-sample error and, where
+    leave-one-source-out ran, the error with its source left out (the rows of a source in load order)."""
+    loso_of: dict[int, float] = {}
+    if left_out is not None:
+        for source, errs in left_out.items():
+            ids = [i for i, r in enumerate(rows) if r.source == source]
+            loso_of.update(zip(ids, errs, strict=True))
+    out = [f"{'source':<11} {'row':<58} {'published s':>12} {'fitted':>8} {'left out':>9}"]
+    for i, (r, e) in enumerate(zip(rows, fitted, strict=True)):
+        lo = f"{100 * loso_of[i]:+8.1f}%" if i in loso_of else f"{'—':>9}"
+        out.append(f"{r.source:<11} {r.run.name[:58]:<58} {r.published_s:>12.4g} {100 * e:+7.1f}% {lo}")
+    return out
+
+
 def _mape(errs) -> float:
     return statistics.mean(abs(e) for e in errs) if errs else math.nan
 
@@ -318,6 +334,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write the fitted knobs into the stack presets")
     ap.add_argument("--no-loso", action="store_true", help="skip leave-one-source-out")
+    ap.add_argument("--rows", action="store_true", help="print each row's error, fitted and left out")
     args = ap.parse_args(argv)
     rows = load_rows()
     fit = fit_pool(rows)
@@ -335,10 +352,13 @@ def main(argv=None) -> None:
     for r, e in zip(rows, fitted, strict=True):
         by_source[r.source].append(e)
     print("\nin-sample MAPE by source: " + ", ".join(f"{s} {100 * _mape(v):.1f}%" for s, v in sorted(by_source.items())))
-    if not args.no_loso:
+    left_out = None if args.no_loso else leave_one_source_out(rows)
+    if left_out is not None:
         print("leave-one-source-out MAPE (worst row):")
-        for source, errs in leave_one_source_out(rows).items():
+        for source, errs in left_out.items():
             print(f"  {source:<11} {100 * _mape(errs):5.1f}%  ({100 * max(errs, key=abs):+.1f}%, {len(errs)} rows)")
+    if args.rows:
+        print("\n" + "\n".join(row_table(rows, fitted, left_out)))
     if args.write:
         for path in write_presets(fit):
             print(f"wrote {path}")
