@@ -15,7 +15,9 @@ Per micro-batch (Megatron-LM, Shoeybi et al. 2019 §3; Korthikanti et al. 2022 �
 * pp: one send of the boundary activation forward and one of its gradient backward per chunk (the
   tail of the sender's task: blocking, as Megatron-LM's p2p exchange).
 * ZeRO-3 / FSDP: all-gather of the parameters before each layer's forward and backward, prefetched
-  one layer ahead, so the layer before hides it (per micro-batch: every forward and backward gathers).
+  one layer ahead, so the layer before hides it (per micro-batch: every forward and backward gathers);
+  a root unit (embeddings, final norm, head: ``Stack.fsdp_root_unit``) once per forward, before
+  anything can hide it, and kept through the backward.
 * weight streaming (wafer-scale): weights in for forward and backward, gradients out.
 
 Per step (data parallelism over dp × cp ranks):
@@ -24,7 +26,10 @@ Per step (data parallelism over dp × cp ranks):
 * ZeRO-1/2: reduce-scatter of the gradients (overlapped the same way) + all-gather of the updated
   16-bit parameters, overlapped with the first forward (Megatron-Core --overlap-param-gather: exposed
   before it, phase ``step-start``) or after the optimizer step (exposed);
-* ZeRO-3 / FSDP: the reduce-scatter, in what the parameter gathers leave of the link.
+* ZeRO-3 / FSDP: the reduce-scatter, in what the parameter gathers leave of the link; with a root unit
+  (``Stack.fsdp_root_unit``, parallel/fsdp_units.py) one reduce-scatter per block as its backward ends
+  and the root's after the backward's last op, exposed (phase ``step-root``; ``accum-root`` for the
+  earlier micro-batches of a stack that reduces every micro-batch).
 * A rank holding several model chunks (interleaved 1F1B, DualPipeV) syncs each chunk on its own, as
   Megatron-core does: a chunk's gradients when its last backward ends, behind the rank's remaining
   tasks; chunk j + 1's parameters from chunk j's first forward (parallel/chunk_sync.py).
@@ -57,10 +62,12 @@ from simtrain.parallel.chunk_sync import (
     grad_sync_exposed_s,
     share_buckets,
 )
+from simtrain.parallel.fsdp_units import FsdpUnits
 from simtrain.parallel.recompute import early_stop_skips, recomputed_count
 from simtrain.parallel.schedule_orders import ONE_CHUNK, ChunkWindows
 
-__all__ = ["CommTask", "microbatch_comm", "step_comm", "fsdp_copy_out_s"]
+__all__ = ["CommTask", "microbatch_comm", "step_comm", "fsdp_copy_out_s", "fsdp_layer_gathers", "fsdp_root_gather",
+           "grad_sync_units"]
 
 
 
@@ -232,52 +239,76 @@ def _exposed(tasks, phases) -> float:
 
 
 def microbatch_comm(items, cfg, lay, reg: Regime, comm, coster, stage: int, last_op: Op,
-                    fw_s: float = 0.0, bw_s: float = 0.0, pm=None, layers: int = 1) -> tuple:
+                    fw_s: float = 0.0, bw_s: float = 0.0, pm=None, units: FsdpUnits | None = None) -> tuple:
     """``items``: (op, count, repeated, name) of the stage (model_index); ``fw_s`` / ``bw_s``: the
     forward / backward (+ recompute) compute of one micro-batch; ``pm``: the stage's ParamMemory
-    (ZeRO-3 gathers its parameters, ``layers`` blocks of them)."""
+    (ZeRO-3 gathers its parameters in ``units``: parallel/fsdp_units.py; one unit by default)."""
     skip = early_stop_skips(cfg, coster.model)
     local = (_tp_tasks(items, cfg, lay, reg, comm, skip) + _cp_tasks(items, lay, reg, comm, coster)
              + _ep_tasks(items, cfg, lay, reg, comm) + _pp_tasks(last_op, cfg, lay, reg, comm, stage))
     back = ("bw", "recompute")
     fw_d, bw_d = fw_s + _exposed(local, ("fw",)), bw_s + _exposed(local, back)
-    gathers = _fsdp_tasks(pm, cfg, lay, reg, comm, fw_d, bw_d, layers) if pm is not None else []
+    gathers = _fsdp_tasks(pm, cfg, lay, reg, comm, fw_d, bw_d, units or FsdpUnits(1)) if pm is not None else []
     fw_d, bw_d = fw_d + _exposed(gathers, ("fw",)), bw_d + _exposed(gathers, back)
     return tuple(local + gathers + _stream_tasks(items, lay, reg, coster, fw_d, bw_d))
 
 
-def _fsdp_tasks(pm, cfg, lay, reg: Regime, comm, fw_s: float, bw_s: float, layers: int) -> list:
+def _fsdp_tasks(pm, cfg, lay, reg: Regime, comm, fw_s: float, bw_s: float, units: FsdpUnits) -> list:
     """ZeRO-3 / FSDP: every forward and every backward (with its recomputation) of a micro-batch
-    gathers the stage's parameters layer by layer, prefetched ``fsdp_prefetch_layers`` ahead; each
-    layer's gather hides behind the previous layer's share of the phase (``fw_s`` / ``bw_s``: its
-    duration with the ops' own collectives)."""
+    gathers the stage's parameters unit by unit (``units``: parallel/fsdp_units.py): the blocks'
+    gathers (:func:`fsdp_layer_gathers`) and a root unit's (:func:`fsdp_root_gather`)."""
     if cfg.zero_stage < 3 or lay.dp * lay.cp == 1 or pm.trainable_count == 0:
+        return []
+    root = fsdp_root_gather(pm, cfg, reg, comm, units)
+    return fsdp_layer_gathers(pm, cfg, reg, comm, fw_s, bw_s, units) + ([root] if root is not None else [])
+
+
+def fsdp_layer_gathers(pm, cfg, reg: Regime, comm, fw_s: float, bw_s: float, units: FsdpUnits) -> list:
+    """The blocks' gathers of one micro-batch, prefetched ``fsdp_prefetch_layers`` ahead: each hides
+    behind the previous block's share of the phase (``fw_s`` / ``bw_s``: its duration with the ops' own
+    collectives), the first waited for; the backward's only when resharded after the forward."""
+    if units.layers == 0:
         return []
     stack = cfg.stack
     param_bytes = _gathered_bytes(pm, stack, reg)
-    layers = max(1, layers)
-    g = comm.dp_s("allgather", param_bytes / layers)
+    layers, per_layer = units.layers, (1.0 - units.root_share) * param_bytes / units.layers
+    g = comm.dp_s("allgather", per_layer)
     out = []
     # without resharding after the forward, the backward finds every unit still gathered
     phases = (("fw", fw_s), ("bw", bw_s)) if cfg.reshard_after_forward else (("fw", fw_s),)
     for phase, window in phases:
         exposed = _prefetched_exposed_s(g, window / layers, layers, stack.fsdp_prefetch_layers)
-        out.append(CommTask("dp", "allgather", phase, param_bytes / layers, g, layers,
+        out.append(CommTask("dp", "allgather", phase, per_layer, g, layers,
                             overlap_s=g * layers - exposed, slowdown=stack.comm_compute_slowdown))
     return out
 
 
-def fsdp_copy_out_s(pm, cfg, lay, reg: Regime, coster, layers: int) -> tuple[float, float]:
-    """(forward, backward) compute-stream seconds per micro-batch of copying each gathered layer out of
+def fsdp_root_gather(pm, cfg, reg: Regime, comm, units: FsdpUnits) -> CommTask | None:
+    """A root unit's gather (``Stack.fsdp_root_unit``): once per micro-batch at the start of the
+    forward, before anything it could hide behind, and kept through the backward (None: no root)."""
+    if units.root_share <= 0:
+        return None
+    nbytes = units.root_share * _gathered_bytes(pm, cfg.stack, reg)
+    return CommTask("dp", "allgather", "fw", nbytes, comm.dp_s("allgather", nbytes), 1,
+                    slowdown=cfg.stack.comm_compute_slowdown)
+
+
+def fsdp_copy_out_s(pm, cfg, lay, reg: Regime, coster, units: FsdpUnits) -> tuple[float, float]:
+    """(forward, backward) compute-stream seconds per micro-batch of copying each gathered unit out of
     the all-gather buffer into its parameters (``Stack.fsdp_gather_copy_out``: FSDP2's
-    ``foreach_all_gather_copy_out``): read and write every gathered byte, one copy kernel per layer,
-    for each gather :func:`_fsdp_tasks` issues (the backward's only when resharded after the forward)."""
+    ``foreach_all_gather_copy_out``): read and write every gathered byte, one copy kernel per unit,
+    for each gather :func:`_fsdp_tasks` issues (the backward's only when resharded after the forward;
+    never the root's, kept gathered)."""
     if not cfg.stack.fsdp_gather_copy_out or cfg.zero_stage < 3 or lay.dp * lay.cp == 1 or pm.trainable_count == 0:
         return 0.0, 0.0
-    layers = max(1, layers)
-    per_layer = 2.0 * _gathered_bytes(pm, cfg.stack, reg) / layers
-    s = layers * (memory_seconds(per_layer, coster.device, coster.eff) + coster.eff.launch_overhead_s)
-    return s, s if cfg.reshard_after_forward else 0.0
+    gathered = _gathered_bytes(pm, cfg.stack, reg)
+    root_bytes = units.root_share * gathered
+
+    def copy_s(nbytes: float) -> float:  # one unit's copy kernel: a read and a write of its bytes
+        return memory_seconds(2.0 * nbytes, coster.device, coster.eff) + coster.eff.launch_overhead_s
+    layers_s = units.layers * copy_s((gathered - root_bytes) / units.layers) if units.layers else 0.0
+    fw = layers_s + (copy_s(root_bytes) if root_bytes > 0 else 0.0)
+    return fw, layers_s if cfg.reshard_after_forward else 0.0
 
 
 def _gathered_bytes(pm, stack, reg: Regime) -> float:
@@ -308,42 +339,68 @@ def reduced_grad_bytes(stack, reg: Regime) -> float:
     return 4.0 if stack.grad_reduce_fp32 and reg.master_bytes else float(reg.grad_bytes)
 
 
-def _accumulated_reductions(cfg, lay, kind: str, grad_bytes: float, total_s: float, hide_s: float) -> list:
+def _accumulated_reductions(cfg, lay, kind: str, grad_bytes: float, total_s: float, hide_s: float,
+                            bucket_bytes: float, root: tuple[float, float] = (0.0, 0.0)) -> list:
     """The m − 1 reductions a stack that syncs every micro-batch (``Stack.syncs_every_micro_batch``)
     runs before the step's last one, each hidden behind its own micro-batch's backward on the stage
     (``hide_s``: all its chunks, less the parameter gathers on the same link) as the last one is behind
-    the step's last backward task. Charged with the step's sync (phase ``accum``). Not under pipelining:
+    the step's last backward task, and each with the root unit's reduction (``root``: bytes, seconds)
+    exposed after it. Charged with the step's sync (phase ``accum``). Not under pipelining:
     PyTorch's pipeline schedules turn FSDP's gradient sync on for each stage's last backward only."""
     extra = lay.micro_batches - 1 if lay.pp == 1 else 0
     if not cfg.stack.syncs_every_micro_batch(cfg.zero_stage) or extra < 1:
         return []
-    exposed = _bucketed_exposed(total_s, grad_bytes, cfg.dp_bucket_bytes, hide_s) if cfg.dp_overlap else total_s
-    return [CommTask("dp", kind, "accum", grad_bytes, total_s, extra, overlap_s=extra * (total_s - exposed),
-                     slowdown=cfg.stack.comm_compute_slowdown)]
+    slow = cfg.stack.comm_compute_slowdown
+    exposed = _bucketed_exposed(total_s, grad_bytes, bucket_bytes, hide_s) if cfg.dp_overlap else total_s
+    out = [CommTask("dp", kind, "accum", grad_bytes, total_s, extra, overlap_s=extra * (total_s - exposed),
+                    slowdown=slow)]
+    if root[0] > 0:
+        out.append(CommTask("dp", kind, "accum-root", root[0], root[1], extra, slowdown=slow))
+    return out
+
+
+def grad_sync_units(pm, cfg, reg: Regime, units: FsdpUnits) -> tuple[float, float, float]:
+    """(bytes reduced behind the backward, their bucket bytes, bytes of the root unit's reduction) of a
+    step's gradient sync: with a root unit (``Stack.fsdp_root_unit``) each block's gradients are one
+    reduce-scatter, launched as its backward ends, and the root's are reduced after the last op;
+    otherwise the gradients go in ``dp_bucket_bytes`` buckets."""
+    grad_bytes = pm.trainable_count * reduced_grad_bytes(cfg.stack, reg)
+    if units.root_share <= 0:
+        return grad_bytes, cfg.dp_bucket_bytes, 0.0
+    if units.layers == 0:  # the root is the stage: one reduction after the last op, one bucket
+        return grad_bytes, grad_bytes, 0.0
+    root = units.root_share * grad_bytes
+    return grad_bytes - root, (grad_bytes - root) / units.layers, root
 
 
 def step_comm(pm, cfg, lay, reg: Regime, comm, fw_task_s: float, bw_task_s: float, gather_s: float = 0.0,
-              windows: ChunkWindows = ONE_CHUNK) -> tuple:
+              windows: ChunkWindows = ONE_CHUNK, units: FsdpUnits | None = None) -> tuple:
     """Data-parallel sync of one step for this stage's ranks. ``bw_task_s``: the rank's last
     backward task (one chunk of the last micro-batch, everything in it), all that can hide the
     gradient sync of the last chunk to finish — less ``gather_s``, the time ZeRO-3's parameter
     gathers hold the same link in that task; ``fw_task_s``: the rank's first forward task, behind
     which the overlapped ZeRO-1/2 parameter all-gather runs (phase ``step-start``). ``windows``: where
-    a rank holds several chunks, when each chunk's share of the sync can run (parallel/chunk_sync.py)."""
+    a rank holds several chunks, when each chunk's share of the sync can run (parallel/chunk_sync.py).
+    ``units``: ZeRO-3's units (parallel/fsdp_units.py): a root unit's reduction runs after the
+    backward's last op, exposed (phase ``step-root``)."""
     group = lay.dp * lay.cp
     if group == 1 or pm.trainable_count == 0:
         return ()
     stack = cfg.stack
     slow = stack.comm_compute_slowdown
-    grad_bytes = pm.trainable_count * reduced_grad_bytes(stack, reg)
+    grad_bytes, bucket, root_bytes = grad_sync_units(pm, cfg, reg, units or FsdpUnits(1))
     hide = max(0.0, bw_task_s - gather_s)
     out = []
     kind = "allreduce" if cfg.zero_stage == 0 else "reducescatter"
     total = comm.dp_s(kind, grad_bytes)
-    exposed = float(grad_sync_exposed_s(total, grad_bytes, cfg.dp_bucket_bytes, fw_task_s, hide, windows)) \
+    exposed = float(grad_sync_exposed_s(total, grad_bytes, bucket, fw_task_s, hide, windows)) \
         if cfg.dp_overlap else total
     out.append(CommTask("dp", kind, "step", grad_bytes, total, 1, overlap_s=total - exposed, slowdown=slow))
-    out.extend(_accumulated_reductions(cfg, lay, kind, grad_bytes, total, max(0.0, bw_task_s - gather_s) * lay.v))
+    root = (root_bytes, comm.dp_s(kind, root_bytes)) if root_bytes > 0 else (0.0, 0.0)
+    if root_bytes > 0:
+        out.append(CommTask("dp", kind, "step-root", root_bytes, root[1], 1, slowdown=slow))
+    out.extend(_accumulated_reductions(cfg, lay, kind, grad_bytes, total, max(0.0, bw_task_s - gather_s) * lay.v,
+                                       bucket, root))
     if 1 <= cfg.zero_stage < 3:
         param_bytes = pm.params_count * reg.weight_bytes
         ag = comm.dp_s("allgather", param_bytes)

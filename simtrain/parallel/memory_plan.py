@@ -15,10 +15,9 @@ from simtrain.cost.memory import (
     metric_peak_bytes,
     op_sac_bytes,
     recompute_window_bytes,
-    zero_degree,
 )
-from simtrain.cost.op_cost import shard_factors
-from simtrain.parallel.model_index import model_index
+from simtrain.parallel.fsdp_units import block_gather_elements, fsdp_units
+from simtrain.parallel.model_index import REPEATED_BLOCK, model_index
 from simtrain.parallel.recompute import op_sac_roles, recomputed_blocks
 from simtrain.parallel.schedule import in_flight_microbatches
 from simtrain.report.step_report import MemoryReport
@@ -174,14 +173,18 @@ def gathered_params_bytes(stage, model, cfg, lay, reg, prefetch_layers: int = 1)
     so the embedding and the LM head at the two ends of the stage are never gathered together; each
     stage gathers only its own blocks, sharded over its own dp · cp group; Rajbhandari et al. 2020
     §5.3: parameters are all-gathered per layer, used, then released). Each block's weights are this
-    rank's tensor / expert share (shard_factors), in the compute dtype; weights that ZeRO does not
-    shard (experts whose expert-data-parallel group dp · cp / ep is one rank) are whole already and
-    need no gather."""
-    idx, sp = model_index(model), cfg.sequence_parallel
-    sharded = {False: zero_degree(lay.dp, lay.cp) > 1, True: zero_degree(lay.dp, lay.cp, lay.ep, expert=True) > 1}
-    per_block = [sum(idx.reps[s].param_count * shard_factors(idx.reps[s], lay.tp, sp, lay.ep).weights * n
-                     for s, n in idx.block_items[b] if sharded[idx.reps[s].tp_split == "expert"])
-                 for b in stage.blocks]
+    rank's tensor / expert share (fsdp_units.block_gather_elements), in the compute dtype.
+
+    A stack whose FSDP root unit holds the embeddings and the head together (``Stack.fsdp_root_unit``,
+    parallel/fsdp_units.py) keeps them gathered from the first forward to the end of the backward: at
+    the loss's backward, where a step without recomputation peaks, the root is in use and the
+    ``prefetch_layers`` largest blocks are gathered beside it."""
+    per_block = block_gather_elements(model, stage.blocks, lay, cfg.sequence_parallel)
     k = min(len(per_block), 1 + prefetch_layers)
     window = max((sum(per_block[i:i + k]) for i in range(len(per_block) - k + 1)), default=0.0)
+    units = fsdp_units(model, stage.blocks, cfg, lay)
+    if units.root_share > 0:
+        layers = sorted((e for e, b in zip(per_block, stage.blocks, strict=True) if REPEATED_BLOCK.match(b)),
+                        reverse=True)
+        window = max(window, units.root_share * sum(per_block) + sum(layers[:prefetch_layers]))
     return window * reg.weight_bytes

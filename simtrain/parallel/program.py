@@ -24,6 +24,7 @@ from simtrain.graph.model import Model
 from simtrain.graph.op import Op
 from simtrain.parallel.cold_calls import ColdCalls, cold_calls
 from simtrain.parallel.comm_tasks import CommTask, fsdp_copy_out_s, microbatch_comm, step_comm
+from simtrain.parallel.fsdp_units import fsdp_units
 from simtrain.parallel.layout import Layout
 from simtrain.parallel.model_index import model_index
 from simtrain.parallel.recompute import (
@@ -252,12 +253,13 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
     items = model_index(model).items(blocks)
     fw, bw, rc, fwf, bwf, rcf, mem, fwk, bwk, rck, times, wg = stage_compute(items, cfg, coster)
     pm = stage_param_memory(model, blocks, items, cfg, lay, reg)
-    copy_fw, copy_bw = fsdp_copy_out_s(pm, cfg, lay, reg, coster, len(blocks))  # FSDP2's copy-out: compute stream
+    units = fsdp_units(model, blocks, cfg, lay)  # ZeRO-3's gather / reduce units (a root unit apart)
+    copy_fw, copy_bw = fsdp_copy_out_s(pm, cfg, lay, reg, coster, units)  # FSDP2's copy-out: compute stream
     if copy_fw + copy_bw > 0:  # memory-bound work of its own, listed beside the ops
         fw, bw, mem = fw + copy_fw, bw + copy_bw, mem + copy_fw + copy_bw
         times.append(("fsdp/gather copy-out", "fsdp_copy_out", copy_fw + copy_bw, str(OpClass.MEMORY)))
     mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks), fw, bw + rc,
-                              pm, len(blocks))
+                              pm, units)
     exp_fw = sum(t.exposed_s for t in mb_comm if t.phase == "fw")
     exp_bw = sum(t.exposed_s for t in mb_comm if t.phase in ("bw", "recompute"))
     # the CPU dispatches the phase's compute and collectives alike: host time beside (or before) all of it
@@ -270,7 +272,7 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
     # the last backward task (one of v chunks) hides the gradient sync, the first forward task the gathers;
     # a rank with several chunks syncs each on its own, behind its other tasks (parallel/chunk_sync.py)
     dp_comm = step_comm(pm, cfg, lay, reg, comm, (fw + exp_fw) / lay.v, (bw + rc + exp_bw) / lay.v, gathers / lay.v,
-                        _windows(stage, cfg, lay))
+                        _windows(stage, cfg, lay), units)
     opt_s = stage_optimizer_seconds(pm.trainable_count, items, cfg, lay, reg, coster)
     return StageProgram(stage, blocks, fw, bw, rc, fwf, bwf, rcf, mb_comm, dp_comm, opt_s, pm, mem, tuple(times),
                         fwk + bwk + rck, wg)

@@ -28,7 +28,17 @@ import numpy as np
 import simtrain.search.vector_rules as rules
 from simtrain.cost.realisation import hidden_cost_s
 from simtrain.parallel.comm import ClusterComm
-from simtrain.parallel.comm_tasks import _exposed, _fsdp_tasks, fsdp_copy_out_s, microbatch_comm, step_comm
+from simtrain.parallel.comm_tasks import (
+    _exposed,
+    _fsdp_tasks,
+    fsdp_copy_out_s,
+    fsdp_layer_gathers,
+    fsdp_root_gather,
+    grad_sync_units,
+    microbatch_comm,
+    step_comm,
+)
+from simtrain.parallel.fsdp_units import fsdp_units
 from simtrain.parallel.layout import Layout
 from simtrain.parallel.memory_plan import _activations_and_working, gathered_params_bytes
 from simtrain.parallel.model_index import model_index
@@ -126,19 +136,26 @@ def _dp_side(g: _Group, blocks) -> dict:
         pm = stage_param_memory(g.model, blocks, items, cfg, lay, s.reg)
         out = {"params": pm.params_bytes, "grads": pm.grads_bytes, "optim": pm.optimizer_bytes,
                "opt_s": stage_optimizer_seconds(pm.trainable_count, items, cfg, lay, s.reg, coster),
-               "grad_s": 0.0, "grad_buckets": 1, "ag_s": 0.0, "sync": False,
-               "fsdp": False, "g_s": 0.0, "layers": 1, "gathered": 0.0, "grad_bytes": 0.0, "ag_bytes": 0.0}
-        tasks = step_comm(pm, cfg, lay, s.reg, comm, 0.0, 0.0)  # which collectives, their seconds
-        bucket = out["bucket"] = cfg.dp_bucket_bytes
-        for t in (t for t in tasks if t.phase != "accum"):  # the accumulated reductions: _stage_time
+               "grad_s": 0.0, "grad_buckets": 1, "ag_s": 0.0, "sync": False, "grad_root_s": 0.0,
+               "fsdp": False, "g_s": 0.0, "layers": 1, "g_root_s": 0.0, "gathered": 0.0, "grad_bytes": 0.0,
+               "ag_bytes": 0.0}
+        units = fsdp_units(g.model, blocks, cfg, lay)
+        tasks = step_comm(pm, cfg, lay, s.reg, comm, 0.0, 0.0, units=units)  # which collectives, their seconds
+        bucket = out["bucket"] = grad_sync_units(pm, cfg, s.reg, units)[1]
+        for t in (t for t in tasks if not t.phase.startswith("accum")):  # the accumulated ones: _stage_time
+            if t.phase == "step-root":  # the root unit's reduction, exposed after the backward's last op
+                out["grad_root_s"] = t.seconds
+                continue
             name = "grad" if t.kind != "allgather" else "ag"
             out.update({f"{name}_s": t.seconds, f"{name}_bytes": t.bytes, "sync": True})
             if name == "grad":  # the accumulated reductions' buckets (the step's own are per chunk share)
                 out["grad_buckets"] = max(1, math.ceil(t.bytes / bucket))
-        gathers = _fsdp_tasks(pm, cfg, lay, s.reg, comm, 0.0, 0.0, len(blocks))
-        if gathers:
-            out.update(fsdp=True, g_s=gathers[0].seconds, layers=gathers[0].count)
-        out["copy_fw"], out["copy_bw"] = fsdp_copy_out_s(pm, cfg, lay, s.reg, coster, len(blocks))
+        if _fsdp_tasks(pm, cfg, lay, s.reg, comm, 0.0, 0.0, units):
+            layer = fsdp_layer_gathers(pm, cfg, s.reg, comm, 0.0, 0.0, units)
+            root = fsdp_root_gather(pm, cfg, s.reg, comm, units)
+            out.update(fsdp=True, g_s=layer[0].seconds if layer else 0.0, layers=units.layers,
+                       g_root_s=root.seconds if root is not None else 0.0)
+        out["copy_fw"], out["copy_bw"] = fsdp_copy_out_s(pm, cfg, lay, s.reg, coster, units)
         if cfg.zero_stage >= 3:
             out["gathered"] = gathered_params_bytes(SimpleNamespace(blocks=blocks), g.model, cfg, lay, s.reg,
                                                     cfg.stack.fsdp_prefetch_layers)
@@ -193,13 +210,15 @@ def _stage_time(g: _Group, stage: int, blocks, cache: dict, k: dict) -> dict:
             "mem": comp["mem"] + d["copy_fw"] + d["copy_bw"]}
     fw_d, bw_d = comp["fw"] + loc["e_fw"], (comp["bw"] + comp["rc"]) + loc["e_back"]
     fsdp, gs, layers = d["fsdp"], d["g_s"], d["layers"]
-    total = gs * layers  # ZeRO-3 / FSDP per-layer gathers: comm_tasks._fsdp_tasks
-    over_fw = gs * layers - rules.prefetched_exposed_s(gs, fw_d / layers, layers, k["prefetch"])
-    over_bw = gs * layers - rules.prefetched_exposed_s(gs, bw_d / layers, layers, k["prefetch"])
+    total = gs * layers  # ZeRO-3 / FSDP per-layer gathers: comm_tasks.fsdp_layer_gathers
+    per = np.maximum(layers, 1)  # a stage that is all root unit has no layer gathers (gs = 0)
+    over_fw = gs * layers - rules.prefetched_exposed_s(gs, fw_d / per, layers, k["prefetch"])
+    over_bw = gs * layers - rules.prefetched_exposed_s(gs, bw_d / per, layers, k["prefetch"])
     e_gfw, e_gbw = rules.exposed_s(total, over_fw, k["slow"]), rules.exposed_s(total, over_bw, k["slow"])
     # their hidden part costs the compute beside it (realisation.interference_s)
     hid_g = k["slow"] * np.minimum(total, over_fw) + k["slow"] * np.minimum(total, over_bw)
-    exp_fw = np.where(fsdp, loc["e_fw"] + e_gfw, loc["e_fw"])
+    # a root unit's gather (comm_tasks.fsdp_root_gather) waited for at the start of each forward
+    exp_fw = np.where(fsdp, loc["e_fw"] + e_gfw + d["g_root_s"], loc["e_fw"])
     exp_bw = np.where(fsdp, loc["e_back"] + e_gbw, loc["e_back"])
     e_bw_phase = np.where(fsdp, loc["e_bw"] + e_gbw, loc["e_bw"])
     gathers = np.where(fsdp, total, 0.0)

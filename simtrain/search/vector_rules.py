@@ -47,7 +47,8 @@ def step_sync_s(d: dict, fw_task_s, bw_task_s, gather_s, zero_stage, dp_overlap,
     total = d["grad_s"]
     exposed = np.where(dp_overlap, grad_sync_exposed_s(total, d["grad_bytes"], d["bucket"], fw_task_s, hide, windows),
                        total)
-    after = 0 + exposed_s(total * 1, total - exposed, slowdown)
+    # a ZeRO-3 root unit's reduction (comm_tasks.step_comm, phase step-root) runs after the last op: exposed
+    after = 0 + exposed_s(total * 1, total - exposed, slowdown) + d["grad_root_s"]
     hidden = slowdown * np.minimum(total, total - exposed)
     ag = d["ag_s"]
     gathers = (zero_stage >= 1) & (zero_stage < 3)
@@ -66,4 +67,6 @@ def accumulated_sync_s(d: dict, micro_batches, hide_s, every_mb, dp_overlap, slo
     total = d["grad_s"]
     extra = np.where(every_mb & d["sync"], np.maximum(micro_batches - 1, 0), 0)
     exposed = np.where(dp_overlap, bucketed_exposed_s(total, d["grad_buckets"], np.maximum(0.0, hide_s)), total)
-    return extra * (exposed + slowdown * (total - exposed)), extra * slowdown * (total - exposed)
+    # with a root unit's reduction after each (phase accum-root), exposed
+    return extra * (exposed + slowdown * (total - exposed)) + extra * d["grad_root_s"], \
+        extra * slowdown * (total - exposed)

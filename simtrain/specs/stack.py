@@ -191,6 +191,17 @@ class Stack(Spec):
     gathered element per gather, each forward and, resharded after it, each backward of every micro-batch
     (parallel/comm_tasks.py ``fsdp_copy_out_s``). False: the gather lands in the parameters themselves
     (FSDP1's flat parameter, whose parameters are views; DeepSpeed ZeRO-3's partitioned parameters)."""
+    fsdp_root_unit: bool = False
+    """ZeRO-3 / FSDP wraps each transformer block as a unit and the whole model as a root unit holding
+    what no block holds (embeddings, final norm, head): PyTorch FSDP under a per-block wrapping policy
+    (torchtitan's ``parallelize_llama``: ``fully_shard`` on each block, then on the model; Composer's
+    per-block FSDP wrap; fms-fsdp). The root is gathered once per micro-batch before its first block,
+    both waited for; FSDP keeps it gathered through the backward (the root is not resharded after the
+    forward: FSDP2 ``FSDPState._lazy_init``, FSDP1 ``_post_forward_reshard``), and reduce-scatters it
+    with the first block's gradients after the backward's last op, both exposed; each block's
+    gradients are one reduce-scatter (parallel/fsdp_units.py, parallel/comm_tasks.py). In memory the
+    root and the prefetched block sit gathered together at the loss's backward. False: the stage's
+    weights in equal units, one per block, the gradients reduced in ``dp_bucket_bytes`` buckets."""
     fp8_recipe: Literal["delayed", "tensorwise", "rowwise"] = "delayed"
     """With precision fp8: how inputs are scaled and cast (Transformer Engine delayed scaling fuses
     the amax into the cast; torchao tensorwise current scaling adds an amax pass; rowwise also

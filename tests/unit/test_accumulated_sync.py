@@ -8,7 +8,8 @@ import pytest
 
 import simtrain as st
 from simtrain.estimator import build_program
-from simtrain.parallel.comm_tasks import _bucketed_exposed
+from simtrain.parallel.comm_tasks import _bucketed_exposed, grad_sync_units
+from simtrain.parallel.fsdp_units import fsdp_units
 from simtrain.specs.stack import load_stack, resolve_stack
 
 MODEL = "llama3-8b"
@@ -34,12 +35,20 @@ def test_m_minus_one_more_reductions_each_behind_its_micro_batch():
     gathers = sum(t.total_s for t in stage.comm if t.axis == "dp" and t.phase == "bw")
     hide = stage.backward_s - gathers
     cfg = prog.cfg
-    exposed = _bucketed_exposed(last.seconds, last.bytes, cfg.dp_bucket_bytes, hide)
+    # fsdp2 reduces each block's gradients as one bucket (its root unit: tests/unit/test_fsdp_root_unit.py)
+    units = fsdp_units(st.load_model(MODEL), stage.blocks, cfg, prog.layout)
+    bucket = grad_sync_units(stage.params, cfg, prog.regime, units)[1]
+    assert units.root_share > 0 and bucket == pytest.approx(last.bytes / 32)  # 32 blocks
+    exposed = _bucketed_exposed(last.seconds, last.bytes, bucket, hide)
     slow = cfg.stack.comm_compute_slowdown
     assert accum.exposed_s == pytest.approx((m - 1) * (exposed + slow * (last.seconds - exposed)))
+    # and the root unit's reduction after each, exposed
+    root = next(t for t in stage.step_comm if t.phase == "accum-root")
+    step_root = next(t for t in stage.step_comm if t.phase == "step-root")
+    assert (root.count, root.seconds) == (m - 1, step_root.seconds) and root.exposed_s == root.total_s
     off = _program(False).stages[0]
-    assert not [t for t in off.step_comm if t.phase == "accum"]
-    assert stage.sync_after_s == pytest.approx(off.sync_after_s + accum.exposed_s)
+    assert not [t for t in off.step_comm if t.phase.startswith("accum")]
+    assert stage.sync_after_s == pytest.approx(off.sync_after_s + accum.exposed_s + root.exposed_s)
 
 
 def test_no_accumulation_or_pipelining_adds_nothing():

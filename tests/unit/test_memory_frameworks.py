@@ -204,9 +204,11 @@ def test_fsdp2_copy_out_reads_and_writes_every_gathered_byte_per_gather(reshard)
     ZeRO below 3 and a single rank pay nothing."""
     from simtrain.cost.compute import device_efficiency, memory_seconds
     from simtrain.parallel.comm_tasks import fsdp_copy_out_s
+    from simtrain.parallel.fsdp_units import FsdpUnits
     model = tiny_llama()
     cluster = invented_cluster(2)
-    fsdp2 = load_stack("fsdp2").with_overrides(host_dispatch_s=0.0)  # a tiny model: keep the GPU's pace
+    # a tiny model: keep the GPU's pace; every block one unit (the root unit: tests/unit/test_fsdp_root_unit.py)
+    fsdp2 = load_stack("fsdp2").with_overrides(host_dispatch_s=0.0, fsdp_root_unit=False)
     on = _cfg(global_batch_size=4, dp=2, stack=fsdp2, reshard_after_forward=reshard)
     off = _cfg(global_batch_size=4, dp=2, reshard_after_forward=reshard,
                stack=fsdp2.with_overrides(fsdp_gather_copy_out=False))
@@ -217,11 +219,12 @@ def test_fsdp2_copy_out_reads_and_writes_every_gathered_byte_per_gather(reshard)
     eff = device_efficiency(cluster.device)
     per_gather = blocks * (memory_seconds(2 * 2.0 * psi / blocks, cluster.device, eff) + eff.launch_overhead_s)
     coster = type("C", (), {"device": cluster.device, "eff": eff})()
-    fw, bw = fsdp_copy_out_s(stage.params, prog.cfg, prog.layout, prog.regime, coster, blocks)
+    units = FsdpUnits(blocks)
+    fw, bw = fsdp_copy_out_s(stage.params, prog.cfg, prog.layout, prog.regime, coster, units)
     assert fw == pytest.approx(per_gather) and bw == pytest.approx(per_gather if reshard else 0.0)
     base = build_program(model, cluster, off).stages[0]
     assert stage.fw_s - base.fw_s == pytest.approx(fw) and stage.bw_s - base.bw_s == pytest.approx(bw)
     alone = build_program(model, invented_cluster(1), _cfg(global_batch_size=2, stack=fsdp2))
-    assert fsdp_copy_out_s(alone.stages[0].params, alone.cfg, alone.layout, alone.regime, coster, blocks) == (0.0, 0.0)
+    assert fsdp_copy_out_s(alone.stages[0].params, alone.cfg, alone.layout, alone.regime, coster, units) == (0.0, 0.0)
     zero1 = build_program(model, cluster, _cfg(global_batch_size=4, dp=2, stack=fsdp2, zero_stage=1))
-    assert fsdp_copy_out_s(zero1.stages[0].params, zero1.cfg, zero1.layout, zero1.regime, coster, blocks) == (0.0, 0.0)
+    assert fsdp_copy_out_s(zero1.stages[0].params, zero1.cfg, zero1.layout, zero1.regime, coster, units) == (0.0, 0.0)
