@@ -46,16 +46,18 @@ def block_gather_elements(model, blocks, lay, sequence_parallel: bool) -> list[f
             for b in blocks]
 
 
-def fsdp_units(model, blocks, cfg, lay) -> FsdpUnits:
+def fsdp_units(model, blocks, cfg, lay, per_block: list[float] | None = None) -> FsdpUnits:
     """The stage's FSDP units: with the stack's root unit (ZeRO-3 only), the repeated blocks as layers
-    and the rest of the stage's gathered weights as the root's share; otherwise every block one unit."""
+    and the rest of the stage's gathered weights as the root's share; otherwise every block one unit.
+    ``per_block``: :func:`block_gather_elements` of ``blocks`` where the caller has it."""
     blocks = tuple(blocks)
     if not cfg.stack.fsdp_root_unit or cfg.zero_stage < 3:
         return FsdpUnits(max(1, len(blocks)))
-    per_block = block_gather_elements(model, blocks, lay, cfg.sequence_parallel)
+    if per_block is None:
+        per_block = block_gather_elements(model, blocks, lay, cfg.sequence_parallel)
     total = sum(per_block)
-    layer_ids = [i for i, b in enumerate(blocks) if REPEATED_BLOCK.match(b)]
     if total <= 0:
         return FsdpUnits(max(1, len(blocks)))
+    layer_ids = [i for i, b in enumerate(blocks) if REPEATED_BLOCK.match(b)]
     root = total - sum(per_block[i] for i in layer_ids)
     return FsdpUnits(len(layer_ids), root / total if root > 0 else 0.0)

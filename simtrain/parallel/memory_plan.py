@@ -182,7 +182,7 @@ def gathered_params_bytes(stage, model, cfg, lay, reg, prefetch_layers: int = 1)
     per_block = block_gather_elements(model, stage.blocks, lay, cfg.sequence_parallel)
     k = min(len(per_block), 1 + prefetch_layers)
     window = max((sum(per_block[i:i + k]) for i in range(len(per_block) - k + 1)), default=0.0)
-    units = fsdp_units(model, stage.blocks, cfg, lay)
+    units = fsdp_units(model, stage.blocks, cfg, lay, per_block)
     if units.root_share > 0:
         layers = sorted((e for e, b in zip(per_block, stage.blocks, strict=True) if REPEATED_BLOCK.match(b)),
                         reverse=True)
