@@ -66,8 +66,8 @@ from simtrain.parallel.fsdp_units import FsdpUnits
 from simtrain.parallel.recompute import early_stop_skips, recomputed_count
 from simtrain.parallel.schedule_orders import ONE_CHUNK, ChunkWindows
 
-__all__ = ["CommTask", "microbatch_comm", "step_comm", "fsdp_copy_out_s", "fsdp_layer_gathers", "fsdp_root_gather",
-           "grad_sync_units"]
+__all__ = ["CommTask", "microbatch_comm", "step_comm", "fsdp_copy_out_s", "fsdp_reduce_copy_in_s", "fsdp_layer_gathers",
+           "fsdp_root_gather", "grad_sync_units", "reduce_copy_in_share"]
 
 
 
@@ -311,6 +311,22 @@ def fsdp_copy_out_s(pm, cfg, lay, reg: Regime, coster, units: FsdpUnits) -> tupl
     return fw, layers_s if cfg.reshard_after_forward else 0.0
 
 
+def fsdp_reduce_copy_in_s(pm, cfg, lay, reg: Regime, coster, units: FsdpUnits) -> float:
+    """Compute-stream seconds of one gradient reduction's copy-in (``Stack.fsdp_reduce_copy_in``: FSDP2
+    copies each unit's unsharded gradients into the reduce-scatter input in the reduce dtype and the
+    compute stream waits for it): a read of every gradient element and a write in the reduce dtype
+    (:func:`reduced_grad_bytes`), one kernel per unit (the blocks and a root unit)."""
+    if not cfg.stack.fsdp_reduce_copy_in or cfg.zero_stage < 3 or lay.dp * lay.cp == 1 or pm.trainable_count == 0:
+        return 0.0
+    per_element = reg.grad_bytes + reduced_grad_bytes(cfg.stack, reg)
+    root = units.root_share * pm.trainable_count
+
+    def copy_s(elements: float) -> float:  # one unit's copy kernel
+        return memory_seconds(per_element * elements, coster.device, coster.eff) + coster.eff.launch_overhead_s
+    layers_s = units.layers * copy_s((pm.trainable_count - root) / units.layers) if units.layers else 0.0
+    return layers_s + (copy_s(root) if root > 0 else 0.0)
+
+
 def _gathered_bytes(pm, stack, reg: Regime) -> float:
     if stack.fp8_allgather and str(reg.precision) == "fp8":
         return pm.params_count * 1.0  # gathered as fp8 (1 byte), cast once per step on the shard
@@ -357,6 +373,12 @@ def _accumulated_reductions(cfg, lay, kind: str, grad_bytes: float, total_s: flo
     if root[0] > 0:
         out.append(CommTask("dp", kind, "accum-root", root[0], root[1], extra, slowdown=slow))
     return out
+
+
+def reduce_copy_in_share(cfg, lay) -> float:
+    """Reductions per micro-batch's backward: one where the stack reduces every micro-batch (outside a
+    pipeline), else the step's one reduction spread over its m micro-batches' backward."""
+    return 1.0 if cfg.stack.syncs_every_micro_batch(cfg.zero_stage) and lay.pp == 1 else 1.0 / lay.micro_batches
 
 
 def grad_sync_units(pm, cfg, reg: Regime, units: FsdpUnits) -> tuple[float, float, float]:

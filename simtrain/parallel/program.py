@@ -23,7 +23,14 @@ from simtrain.glossary import OpClass
 from simtrain.graph.model import Model
 from simtrain.graph.op import Op
 from simtrain.parallel.cold_calls import ColdCalls, cold_calls
-from simtrain.parallel.comm_tasks import CommTask, fsdp_copy_out_s, microbatch_comm, step_comm
+from simtrain.parallel.comm_tasks import (
+    CommTask,
+    fsdp_copy_out_s,
+    fsdp_reduce_copy_in_s,
+    microbatch_comm,
+    reduce_copy_in_share,
+    step_comm,
+)
 from simtrain.parallel.fsdp_units import fsdp_units
 from simtrain.parallel.layout import Layout
 from simtrain.parallel.model_index import model_index
@@ -258,6 +265,11 @@ def _stage_program(stage: int, blocks: tuple[str, ...], model: Model, cluster: C
     if copy_fw + copy_bw > 0:  # memory-bound work of its own, listed beside the ops
         fw, bw, mem = fw + copy_fw, bw + copy_bw, mem + copy_fw + copy_bw
         times.append(("fsdp/gather copy-out", "fsdp_copy_out", copy_fw + copy_bw, str(OpClass.MEMORY)))
+    # FSDP2's gradient copy-in, waited for by the compute stream, in each backward that reduces
+    copy_in = fsdp_reduce_copy_in_s(pm, cfg, lay, reg, coster, units) * reduce_copy_in_share(cfg, lay)
+    if copy_in > 0:
+        bw, mem = bw + copy_in, mem + copy_in
+        times.append(("fsdp/reduce copy-in", "fsdp_copy_in", copy_in, str(OpClass.MEMORY)))
     mb_comm = microbatch_comm(items, cfg, lay, reg, comm, coster, stage, _last_op(model, blocks), fw, bw + rc,
                               pm, units)
     exp_fw = sum(t.exposed_s for t in mb_comm if t.phase == "fw")

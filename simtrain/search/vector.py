@@ -121,7 +121,7 @@ def _setting(model, cluster, fields: dict, tables: dict):
     # which settings each piece reads (parallel/program.py _setting_key, split by piece)
     sig_c = (variant, str(cfg.precision), cfg.moe_load_imbalance, stack, str(cfg.recompute), mods)
     # the data-parallel side reads of the stack only the fp32 gradient buffer, fp8 gathers and weight casts, prefetch depth,
-    # the gathers' copy-out and root unit, the wrapper's gradient copies and the reduction's dtype;
+    # the gathers' copy-out, root unit and gradient copy-in, the wrapper's gradient copies and the reduction's dtype;
     # dp_overlap changes how its collectives hide (vector_rules), not their seconds
     # (the optimizer step reads the implementation and whether fused_optimizer was set: program._setting_key)
     sig_d = (variant, str(cfg.precision), cfg.zero_stage, str(cfg.optimizer), cfg.fused_optimizer,
@@ -129,6 +129,7 @@ def _setting(model, cluster, fields: dict, tables: dict):
              cfg.zero_grad_to_none,
              cfg.dp_bucket_bytes, stack.grad_fp32_buffer, stack.grad_buffer_16bit, stack.fp8_params, stack.fp8_allgather,
              stack.fp8_weight_cache, stack.fsdp_prefetch_layers, stack.fsdp_gather_copy_out, stack.fsdp_root_unit,
+             stack.fsdp_reduce_copy_in,
              stack.dp_grad_copy_passes, stack.grad_reduce_fp32)
     sig_a = (variant, str(cfg.precision), str(cfg.recompute), mods, stack.loss_kernel, stack.transient_memory_scale)
     # the stage's own collectives read the recompute policy only for full recomputation and the stack

@@ -33,6 +33,7 @@ from simtrain.parallel.comm_tasks import (
     _fsdp_tasks,
     fsdp_copy_out_s,
     fsdp_layer_gathers,
+    fsdp_reduce_copy_in_s,
     fsdp_root_gather,
     grad_sync_units,
     microbatch_comm,
@@ -156,6 +157,7 @@ def _dp_side(g: _Group, blocks) -> dict:
             out.update(fsdp=True, g_s=layer[0].seconds if layer else 0.0, layers=units.layers,
                        g_root_s=root.seconds if root is not None else 0.0)
         out["copy_fw"], out["copy_bw"] = fsdp_copy_out_s(pm, cfg, lay, s.reg, coster, units)
+        out["copy_in"] = fsdp_reduce_copy_in_s(pm, cfg, lay, s.reg, coster, units)
         if cfg.zero_stage >= 3:
             out["gathered"] = gathered_params_bytes(SimpleNamespace(blocks=blocks), g.model, cfg, lay, s.reg,
                                                     cfg.stack.fsdp_prefetch_layers)
@@ -208,6 +210,9 @@ def _stage_time(g: _Group, stage: int, blocks, cache: dict, k: dict) -> dict:
     # FSDP2's copy-out runs on the compute stream: part of each phase's compute (program._stage_program)
     comp = {**comp, "fw": comp["fw"] + d["copy_fw"], "bw": comp["bw"] + d["copy_bw"],
             "mem": comp["mem"] + d["copy_fw"] + d["copy_bw"]}
+    # FSDP2's gradient copy-in in each backward that reduces (comm_tasks.reduce_copy_in_share)
+    copy_in = d["copy_in"] * np.where(k["every_mb"] & (g.p == 1), 1.0, 1.0 / g.m)
+    comp = {**comp, "bw": comp["bw"] + copy_in, "mem": comp["mem"] + copy_in}
     fw_d, bw_d = comp["fw"] + loc["e_fw"], (comp["bw"] + comp["rc"]) + loc["e_back"]
     fsdp, gs, layers = d["fsdp"], d["g_s"], d["layers"]
     total = gs * layers  # ZeRO-3 / FSDP per-layer gathers: comm_tasks.fsdp_layer_gathers

@@ -191,6 +191,15 @@ class Stack(Spec):
     gathered element per gather, each forward and, resharded after it, each backward of every micro-batch
     (parallel/comm_tasks.py ``fsdp_copy_out_s``). False: the gather lands in the parameters themselves
     (FSDP1's flat parameter, whose parameters are views; DeepSpeed ZeRO-3's partitioned parameters)."""
+    fsdp_reduce_copy_in: bool = False
+    """ZeRO-3 / FSDP copies each unit's unsharded gradients into the reduce-scatter's flat input, cast to
+    the reduce dtype, and the compute stream waits for the copy before the next block's backward:
+    per-parameter FSDP (FSDP2 ``_fsdp_collectives.foreach_reduce``: ``foreach_reduce_scatter_copy_in``,
+    then "Only after the copy-in finishes can we free the gradients" — the copy on the compute stream or
+    waited for by it, in every release since FSDP2's first). A read of every gradient element and a write
+    in the reduce dtype, one kernel per unit, for each reduction (parallel/comm_tasks.py
+    ``fsdp_reduce_copy_in_s``). False: the reduction reads the gradients where they are (FSDP1's flat
+    gradient, cast on its post-backward stream, which the compute stream does not wait for)."""
     fsdp_root_unit: bool = False
     """ZeRO-3 / FSDP wraps each transformer block as a unit and the whole model as a root unit holding
     what no block holds (embeddings, final norm, head): PyTorch FSDP under a per-block wrapping policy

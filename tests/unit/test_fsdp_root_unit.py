@@ -1,5 +1,5 @@
-"""FSDP's root unit (``Stack.fsdp_root_unit``, parallel/fsdp_units.py), hand-derived on a tiny Llama with
-a large untied vocabulary: 2 layers, s = 8, h = 16, 4 heads of 4 (2 KV heads), SwiGLU f = 32, V = 256.
+"""FSDP's root unit (``Stack.fsdp_root_unit``, parallel/fsdp_units.py) and FSDP2's gradient copy-in
+(``Stack.fsdp_reduce_copy_in``), hand-derived on a tiny Llama with a large untied vocabulary: 2 layers, s = 8, h = 16, 4 heads of 4 (2 KV heads), SwiGLU f = 32, V = 256.
 
 Parameters: each block 2,336 (norms 2·16, qkv 16·32, proj 16·16, fc1 16·64, fc2 32·16); the root 8,208
 (embedding 256·16 = 4,096, final norm 16, LM head 16·256 = 4,096); ψ = 12,880. Two FSDP ranks in bf16:
@@ -106,3 +106,29 @@ def test_the_copy_out_copies_the_root_once_a_forward():
         return memory_seconds(2 * 2.0 * params, cluster.device, eff) + eff.launch_overhead_s
     fw, bw = fsdp_copy_out_s(stage.params, prog.cfg, prog.layout, prog.regime, coster, FsdpUnits(2, ROOT / PSI))
     assert fw == pytest.approx(2 * copy(LAYER) + copy(ROOT)) and bw == pytest.approx(2 * copy(LAYER))
+
+
+def test_fsdp2_waits_for_each_reductions_gradient_copy_in():
+    """FSDP2's copy-in (``Stack.fsdp_reduce_copy_in``): each unit's bf16 gradients read (2 B) and written
+    into the fp32 reduce-scatter input (4 B), one kernel per unit, on the compute stream's clock — in
+    every backward, since fsdp2 reduces every micro-batch. The stage's backward grows by exactly that;
+    FSDP1 (flag off) and ZeRO below 3 pay nothing."""
+    from simtrain.parallel.comm_tasks import fsdp_reduce_copy_in_s
+    cluster = invented_cluster(2)
+    eff = device_efficiency(cluster.device)
+    coster = type("C", (), {"device": cluster.device, "eff": eff})()
+
+    def copy(params):
+        return memory_seconds((2 + 4) * params, cluster.device, eff) + eff.launch_overhead_s
+    for gbs in (4, 8):                                        # one and two micro-batches per rank
+        prog = _program(global_batch_size=gbs)
+        stage = prog.stages[0]
+        s = fsdp_reduce_copy_in_s(stage.params, prog.cfg, prog.layout, prog.regime, coster, FsdpUnits(2, ROOT / PSI))
+        assert s == pytest.approx(2 * copy(LAYER) + copy(ROOT))
+        base = build_program(_model(), cluster, _cfg(global_batch_size=gbs).model_copy(
+            update={"stack": prog.cfg.stack.with_overrides(fsdp_reduce_copy_in=False)})).stages[0]
+        assert stage.bw_s - base.bw_s == pytest.approx(s)
+        assert ("fsdp/reduce copy-in", "fsdp_copy_in") in {(t[0], t[1]) for t in stage.op_times}
+    assert load_stack("fsdp2").fsdp_reduce_copy_in and not load_stack("llm-foundry").fsdp_reduce_copy_in
+    zero1 = _program(zero_stage=1).stages[0]
+    assert not any(t[0] == "fsdp/reduce copy-in" for t in zero1.op_times)

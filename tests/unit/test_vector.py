@@ -82,6 +82,19 @@ def test_fsdp2_with_and_without_the_gathers_copy_out():
     assert _assert_equal_to_scalar(model, cluster, base, _random_points(axes, 24, seed=11)) >= 12
 
 
+def test_fsdp2_with_and_without_its_root_unit_and_gradient_copy_in():
+    """The root unit (a root gather and reduction apart, per-block buckets) and FSDP2's gradient copy-in
+    (compute-stream seconds in each reducing backward): stacks that differ only there must not share the
+    data-parallel side's memo, with one micro-batch or several, and each prices as the scalar estimate."""
+    model, cluster = st.load_model("gpt2-medium"), st.load_cluster("dgx-a100-80gb", nodes=2)
+    fsdp2 = st.load_stack("fsdp2")
+    axes = {"micro_batch_size": [1, 2, 4], "zero_stage": [2, 3], "pp": [1, 2], "recompute": ["none", "full"],
+            "stack": [fsdp2, fsdp2.with_overrides(fsdp_root_unit=False), fsdp2.with_overrides(fsdp_reduce_copy_in=False),
+                      fsdp2.with_overrides(fsdp_root_unit=False, fsdp_reduce_copy_in=False)]}
+    base = st.TrainConfig(global_batch_size=64, seq_len=1024)
+    assert _assert_equal_to_scalar(model, cluster, base, _random_points(axes, 40, seed=13)) >= 20
+
+
 def test_tensor_parallel_overlap_variants_of_one_preset():
     """Megatron-Core with --tp-comm-overlap off, its backward's input-gradient collective async (as it runs)
     or not, and a partial share: the sweep's stage signature tells them apart."""

@@ -217,8 +217,11 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
                             "rotation as multiply and sum, cast down: more traffic than the preset's complex form, "
                             "which stands for it)",
                             "FSDP1 (FullyShardedDataParallel): the flat parameter is gathered in place and its "
-                            "parameters are views, so no copy-out after each gather (fsdp_gather_copy_out off)"),
-               framework="fms-fsdp", stack_knobs=(("norm_kernel", "eager-fp32"), ("fsdp_gather_copy_out", False))),
+                            "parameters are views, so no copy-out after each gather (fsdp_gather_copy_out off); "
+                            "its flat gradient is cast and reduced on the post-backward stream, which the compute "
+                            "stream does not wait for (fsdp_reduce_copy_in off)"),
+               framework="fms-fsdp", stack_knobs=(("norm_kernel", "eager-fp32"), ("fsdp_gather_copy_out", False),
+                                                  ("fsdp_reduce_copy_in", False))),
     # --- BLOOM-176B (Megatron-DeepSpeed), 384 x A100 80GB on Jean Zay --------------------------------
     HeldoutRun("BLOOM-176B 384xA100-80GB", "bloom-176b", "dgx-a100-80gb", 48, "deepspeed", 2048, 2, 2048, "bf16",
                "s/iter", 104.70,
