@@ -33,9 +33,10 @@ import time
 from dataclasses import dataclass
 
 import simtrain as st
+from simtrain.cost.realisation import cpu_comm_compute_slowdown
 from simtrain.specs.base import Sourced
 from simtrain.specs.hardware import Cluster, Fabric, Host, Network, Node
-from simtrain.specs.stack import Stack, cpu_comm_compute_slowdown, load_stack
+from simtrain.specs.stack import Stack, load_stack
 from validation.report import Case
 
 __all__ = ["DdpTimes", "measure_ddp", "colocated_ranks", "dp_cluster", "gloo_stack", "predict_ddp", "ddp_cases", "attribution_markdown", "WORLD",

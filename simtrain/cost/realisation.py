@@ -29,7 +29,8 @@ import math
 from simtrain.glossary import OpClass
 
 __all__ = ["interference_slowdown", "comm_sm_share", "attention_realised", "scaled_attention_kernels",
-           "realisation_lines", "interference_s", "hidden_cost_s", "STEP_LINES", "step_scaled"]
+           "realisation_lines", "interference_s", "hidden_cost_s", "STEP_LINES", "step_scaled",
+           "cpu_comm_compute_slowdown", "COLLECTIVE_THREADS_PER_RANK"]
 
 STEP_LINES = ("idle_gaps", "host_gaps", "stragglers")
 """The lines charged once per step on the critical rank (``interference`` sits inside its collectives)."""
@@ -105,3 +106,23 @@ def realisation_lines(stack, stage, micro_batches: int, span_s: float, ranks: in
     return {"idle_gaps": stack.idle_gap_fraction * span_s,
             "host_gaps": stack.kernel_gap_s * micro_batches * stage.kernels * stretch,
             "stragglers": max(0.0, stragglers)}
+
+
+COLLECTIVE_THREADS_PER_RANK = 1
+"""Threads a CPU rank's collectives run on (gloo drives each process group from one thread)."""
+
+
+def cpu_comm_compute_slowdown(cores: int, ranks: int, threads_per_rank: int) -> float:
+    """``comm_compute_slowdown`` of CPU ranks whose collectives run on the same host's cores (gloo:
+    the reduction and the socket copies are CPU work on a gloo thread of each rank).
+
+    A collective overlapped with the backward is hidden only if its thread finds a core the compute
+    does not use. Each rank needs one such core beside its ``threads_per_rank`` compute threads; a
+    rank without one time-slices the collective with its compute, so the hidden collective still
+    costs its whole time. The result is the share of ranks without a spare core:
+    clamp((ranks · (threads_per_rank + 1) − cores) / ranks, 0, 1) — 0 with a spare core per rank,
+    1 when the compute threads fill every core (two 1-thread ranks on a 2-core machine)."""
+    if cores < 1 or ranks < 1 or threads_per_rank < 1:
+        raise ValueError(f"cores, ranks and threads_per_rank must be ≥ 1, got {cores}, {ranks}, {threads_per_rank}")
+    short = ranks * (threads_per_rank + COLLECTIVE_THREADS_PER_RANK) - cores
+    return min(1.0, max(0.0, short / ranks))

@@ -48,10 +48,6 @@ time it is made of. Per-step syncs hide behind whole tasks of the rank they foll
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
-
-from simtrain.cost.compute import memory_seconds
 from simtrain.cost.op_cost import shard_factors
 from simtrain.cost.precision import Regime
 from simtrain.glossary import DTYPE_BYTES, DType, PipelineSchedule
@@ -62,38 +58,14 @@ from simtrain.parallel.chunk_sync import (
     grad_sync_exposed_s,
     share_buckets,
 )
+from simtrain.parallel.comm_task import CommTask
+from simtrain.parallel.fsdp_comm import fsdp_gathers, grad_sync_units
 from simtrain.parallel.fsdp_units import FsdpUnits
 from simtrain.parallel.recompute import early_stop_skips, recomputed_count
 from simtrain.parallel.schedule_orders import ONE_CHUNK, ChunkWindows
 
-__all__ = ["CommTask", "microbatch_comm", "step_comm", "fsdp_copy_out_s", "fsdp_reduce_copy_in_s", "fsdp_layer_gathers",
-           "fsdp_root_gather", "grad_sync_units", "reduce_copy_in_share"]
+__all__ = ["CommTask", "microbatch_comm", "step_comm"]
 
-
-
-@dataclass(frozen=True)
-class CommTask:
-    """One collective (or send) a rank issues per micro-batch in a phase, or per step for dp."""
-
-    axis: str
-    kind: str
-    phase: str
-    bytes: float
-    seconds: float
-    count: int = 1
-    overlap_s: float = 0.0
-    """Compute it can hide behind (ring attention, ZeRO-3 prefetch); exposed = max(0, s·count − overlap)."""
-    slowdown: float = 0.0
-    """The stack's comm/compute interference: the hidden part still costs slowdown × its seconds."""
-
-    @functools.cached_property
-    def total_s(self) -> float:
-        return self.seconds * self.count
-
-    @functools.cached_property
-    def exposed_s(self) -> float:
-        hidden = min(self.total_s, self.overlap_s)
-        return max(0.0, self.total_s - self.overlap_s) + self.slowdown * hidden
 
 
 def tp_hidden_share(stack, phase: str, sequence_parallel: bool) -> float:
@@ -248,111 +220,15 @@ def microbatch_comm(items, cfg, lay, reg: Regime, comm, coster, stage: int, last
              + _ep_tasks(items, cfg, lay, reg, comm) + _pp_tasks(last_op, cfg, lay, reg, comm, stage))
     back = ("bw", "recompute")
     fw_d, bw_d = fw_s + _exposed(local, ("fw",)), bw_s + _exposed(local, back)
-    gathers = _fsdp_tasks(pm, cfg, lay, reg, comm, fw_d, bw_d, units or FsdpUnits(1)) if pm is not None else []
+    gathers = fsdp_gathers(pm, cfg, lay, reg, comm, fw_d, bw_d, units or FsdpUnits(1)) if pm is not None else []
     fw_d, bw_d = fw_d + _exposed(gathers, ("fw",)), bw_d + _exposed(gathers, back)
     return tuple(local + gathers + _stream_tasks(items, lay, reg, coster, fw_d, bw_d))
-
-
-def _fsdp_tasks(pm, cfg, lay, reg: Regime, comm, fw_s: float, bw_s: float, units: FsdpUnits) -> list:
-    """ZeRO-3 / FSDP: every forward and every backward (with its recomputation) of a micro-batch
-    gathers the stage's parameters unit by unit (``units``: parallel/fsdp_units.py): the blocks'
-    gathers (:func:`fsdp_layer_gathers`) and a root unit's (:func:`fsdp_root_gather`)."""
-    if cfg.zero_stage < 3 or lay.dp * lay.cp == 1 or pm.trainable_count == 0:
-        return []
-    root = fsdp_root_gather(pm, cfg, reg, comm, units)
-    return fsdp_layer_gathers(pm, cfg, reg, comm, fw_s, bw_s, units) + ([root] if root is not None else [])
-
-
-def fsdp_layer_gathers(pm, cfg, reg: Regime, comm, fw_s: float, bw_s: float, units: FsdpUnits) -> list:
-    """The blocks' gathers of one micro-batch, prefetched ``fsdp_prefetch_layers`` ahead: each hides
-    behind the previous block's share of the phase (``fw_s`` / ``bw_s``: its duration with the ops' own
-    collectives), the first waited for; the backward's only when resharded after the forward."""
-    if units.layers == 0:
-        return []
-    stack = cfg.stack
-    param_bytes = _gathered_bytes(pm, stack, reg)
-    layers, per_layer = units.layers, (1.0 - units.root_share) * param_bytes / units.layers
-    g = comm.dp_s("allgather", per_layer)
-    out = []
-    # without resharding after the forward, the backward finds every unit still gathered
-    phases = (("fw", fw_s), ("bw", bw_s)) if cfg.reshard_after_forward else (("fw", fw_s),)
-    for phase, window in phases:
-        exposed = _prefetched_exposed_s(g, window / layers, layers, stack.fsdp_prefetch_layers)
-        out.append(CommTask("dp", "allgather", phase, per_layer, g, layers,
-                            overlap_s=g * layers - exposed, slowdown=stack.comm_compute_slowdown))
-    return out
-
-
-def fsdp_root_gather(pm, cfg, reg: Regime, comm, units: FsdpUnits) -> CommTask | None:
-    """A root unit's gather (``Stack.fsdp_root_unit``): once per micro-batch at the start of the
-    forward, before anything it could hide behind, and kept through the backward (None: no root)."""
-    if units.root_share <= 0:
-        return None
-    nbytes = units.root_share * _gathered_bytes(pm, cfg.stack, reg)
-    return CommTask("dp", "allgather", "fw", nbytes, comm.dp_s("allgather", nbytes), 1,
-                    slowdown=cfg.stack.comm_compute_slowdown)
-
-
-def fsdp_copy_out_s(pm, cfg, lay, reg: Regime, coster, units: FsdpUnits) -> tuple[float, float]:
-    """(forward, backward) compute-stream seconds per micro-batch of copying each gathered unit out of
-    the all-gather buffer into its parameters (``Stack.fsdp_gather_copy_out``: FSDP2's
-    ``foreach_all_gather_copy_out``): read and write every gathered byte, one copy kernel per unit,
-    for each gather :func:`_fsdp_tasks` issues (the backward's only when resharded after the forward;
-    never the root's, kept gathered)."""
-    if not cfg.stack.fsdp_gather_copy_out or cfg.zero_stage < 3 or lay.dp * lay.cp == 1 or pm.trainable_count == 0:
-        return 0.0, 0.0
-    gathered = _gathered_bytes(pm, cfg.stack, reg)
-    root_bytes = units.root_share * gathered
-
-    def copy_s(nbytes: float) -> float:  # one unit's copy kernel: a read and a write of its bytes
-        return memory_seconds(2.0 * nbytes, coster.device, coster.eff) + coster.eff.launch_overhead_s
-    layers_s = units.layers * copy_s((gathered - root_bytes) / units.layers) if units.layers else 0.0
-    fw = layers_s + (copy_s(root_bytes) if root_bytes > 0 else 0.0)
-    return fw, layers_s if cfg.reshard_after_forward else 0.0
-
-
-def fsdp_reduce_copy_in_s(pm, cfg, lay, reg: Regime, coster, units: FsdpUnits) -> float:
-    """Compute-stream seconds of one gradient reduction's copy-in (``Stack.fsdp_reduce_copy_in``: FSDP2
-    copies each unit's unsharded gradients into the reduce-scatter input in the reduce dtype and the
-    compute stream waits for it): a read of every gradient element and a write in the reduce dtype
-    (:func:`reduced_grad_bytes`), one kernel per unit (the blocks and a root unit)."""
-    if not cfg.stack.fsdp_reduce_copy_in or cfg.zero_stage < 3 or lay.dp * lay.cp == 1 or pm.trainable_count == 0:
-        return 0.0
-    per_element = reg.grad_bytes + reduced_grad_bytes(cfg.stack, reg)
-    root = units.root_share * pm.trainable_count
-
-    def copy_s(elements: float) -> float:  # one unit's copy kernel
-        return memory_seconds(per_element * elements, coster.device, coster.eff) + coster.eff.launch_overhead_s
-    layers_s = units.layers * copy_s((pm.trainable_count - root) / units.layers) if units.layers else 0.0
-    return layers_s + (copy_s(root) if root > 0 else 0.0)
-
-
-def _gathered_bytes(pm, stack, reg: Regime) -> float:
-    if stack.fp8_allgather and str(reg.precision) == "fp8":
-        return pm.params_count * 1.0  # gathered as fp8 (1 byte), cast once per step on the shard
-    return pm.params_count * reg.weight_bytes
 
 
 def _bucketed_exposed(total_s: float, bytes_: float, bucket_bytes: float, hide_s: float) -> float:
     """Exposed time of bucketed gradient sync overlapped with ``hide_s`` of backward compute: the shared
     rule (chunk_sync.bucketed_exposed_s) over the sync's buckets, as one share."""
     return float(bucketed_exposed_s(total_s, share_buckets(bytes_, bucket_bytes, 1), hide_s))
-
-
-def _prefetched_exposed_s(gather_s: float, compute_s: float, layers: int, prefetch: int) -> float:
-    """Exposed seconds of per-layer parameter all-gathers over one pass of ``layers`` layers when
-    each is issued ``prefetch`` layers ahead (FSDP / ZeRO-3): the first gather is always waited for;
-    afterwards each layer's gather runs beside the previous layer's compute and shows only where it
-    is longer. Without prefetch every gather is waited for."""
-    if prefetch == 0:
-        return layers * gather_s
-    return gather_s + (layers - 1) * max(0.0, gather_s - compute_s)
-
-
-def reduced_grad_bytes(stack, reg: Regime) -> float:
-    """Bytes per gradient element on the wire of the data-parallel reduction: 4 when the stack reduces
-    in fp32 in a mixed-precision regime (``Stack.grad_reduce_fp32``), else the regime's gradient."""
-    return 4.0 if stack.grad_reduce_fp32 and reg.master_bytes else float(reg.grad_bytes)
 
 
 def _accumulated_reductions(cfg, lay, kind: str, grad_bytes: float, total_s: float, hide_s: float,
@@ -373,26 +249,6 @@ def _accumulated_reductions(cfg, lay, kind: str, grad_bytes: float, total_s: flo
     if root[0] > 0:
         out.append(CommTask("dp", kind, "accum-root", root[0], root[1], extra, slowdown=slow))
     return out
-
-
-def reduce_copy_in_share(cfg, lay) -> float:
-    """Reductions per micro-batch's backward: one where the stack reduces every micro-batch (outside a
-    pipeline), else the step's one reduction spread over its m micro-batches' backward."""
-    return 1.0 if cfg.stack.syncs_every_micro_batch(cfg.zero_stage) and lay.pp == 1 else 1.0 / lay.micro_batches
-
-
-def grad_sync_units(pm, cfg, reg: Regime, units: FsdpUnits) -> tuple[float, float, float]:
-    """(bytes reduced behind the backward, their bucket bytes, bytes of the root unit's reduction) of a
-    step's gradient sync: with a root unit (``Stack.fsdp_root_unit``) each block's gradients are one
-    reduce-scatter, launched as its backward ends, and the root's are reduced after the last op;
-    otherwise the gradients go in ``dp_bucket_bytes`` buckets."""
-    grad_bytes = pm.trainable_count * reduced_grad_bytes(cfg.stack, reg)
-    if units.root_share <= 0:
-        return grad_bytes, cfg.dp_bucket_bytes, 0.0
-    if units.layers == 0:  # the root is the stage: one reduction after the last op, one bucket
-        return grad_bytes, grad_bytes, 0.0
-    root = units.root_share * grad_bytes
-    return grad_bytes - root, (grad_bytes - root) / units.layers, root
 
 
 def step_comm(pm, cfg, lay, reg: Regime, comm, fw_task_s: float, bw_task_s: float, gather_s: float = 0.0,

@@ -23,14 +23,8 @@ from simtrain.glossary import OpClass
 from simtrain.graph.model import Model
 from simtrain.graph.op import Op
 from simtrain.parallel.cold_calls import ColdCalls, cold_calls
-from simtrain.parallel.comm_tasks import (
-    CommTask,
-    fsdp_copy_out_s,
-    fsdp_reduce_copy_in_s,
-    microbatch_comm,
-    reduce_copy_in_share,
-    step_comm,
-)
+from simtrain.parallel.comm_tasks import CommTask, microbatch_comm, step_comm
+from simtrain.parallel.fsdp_comm import fsdp_copy_out_s, fsdp_reduce_copy_in_s, reduce_copy_in_share
 from simtrain.parallel.fsdp_units import fsdp_units
 from simtrain.parallel.layout import Layout
 from simtrain.parallel.model_index import model_index

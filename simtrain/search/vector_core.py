@@ -9,7 +9,7 @@ graph. Inside a group the step time is factored into pieces that each depend on 
 * per stage shape — the stage's own collectives (tp / cp / ep / pp): ``comm_tasks.microbatch_comm``
   on (micro-batch, tp, cp, ep, dp, SP, compute settings); its data-parallel side (parameter memory,
   optimizer step, gradient sync and ZeRO gathers: ``stage_state.stage_param_memory``, ``stage_optimizer_seconds``,
-  ``comm_tasks.step_comm`` / ``_fsdp_tasks``) on (tp, ep, dp, cp, SP, accumulating, dp settings); its
+  ``comm_tasks.step_comm`` / ``fsdp_comm.fsdp_gathers``) on (tp, ep, dp, cp, SP, accumulating, dp settings); its
   activations (``memory_plan._activations_and_working``) on (micro-batch, cp, tp, ep, SP, recompute).
 
 Each piece is computed by those scalar rules once per distinct sub-key (the first configuration
@@ -28,16 +28,14 @@ import numpy as np
 import simtrain.search.vector_rules as rules
 from simtrain.cost.realisation import hidden_cost_s
 from simtrain.parallel.comm import ClusterComm
-from simtrain.parallel.comm_tasks import (
-    _exposed,
-    _fsdp_tasks,
+from simtrain.parallel.comm_tasks import _exposed, microbatch_comm, step_comm
+from simtrain.parallel.fsdp_comm import (
     fsdp_copy_out_s,
     fsdp_layer_gathers,
     fsdp_reduce_copy_in_s,
     fsdp_root_gather,
     grad_sync_units,
-    microbatch_comm,
-    step_comm,
+    zero3_sharded,
 )
 from simtrain.parallel.fsdp_units import fsdp_units
 from simtrain.parallel.layout import Layout
@@ -151,7 +149,7 @@ def _dp_side(g: _Group, blocks) -> dict:
             out.update({f"{name}_s": t.seconds, f"{name}_bytes": t.bytes, "sync": True})
             if name == "grad":  # the accumulated reductions' buckets (the step's own are per chunk share)
                 out["grad_buckets"] = max(1, math.ceil(t.bytes / bucket))
-        if _fsdp_tasks(pm, cfg, lay, s.reg, comm, 0.0, 0.0, units):
+        if zero3_sharded(pm, cfg, lay):
             layer = fsdp_layer_gathers(pm, cfg, s.reg, comm, 0.0, 0.0, units)
             root = fsdp_root_gather(pm, cfg, s.reg, comm, units)
             out.update(fsdp=True, g_s=layer[0].seconds if layer else 0.0, layers=units.layers,
@@ -210,19 +208,19 @@ def _stage_time(g: _Group, stage: int, blocks, cache: dict, k: dict) -> dict:
     # FSDP2's copy-out runs on the compute stream: part of each phase's compute (program._stage_program)
     comp = {**comp, "fw": comp["fw"] + d["copy_fw"], "bw": comp["bw"] + d["copy_bw"],
             "mem": comp["mem"] + d["copy_fw"] + d["copy_bw"]}
-    # FSDP2's gradient copy-in in each backward that reduces (comm_tasks.reduce_copy_in_share)
+    # FSDP2's gradient copy-in in each backward that reduces (fsdp_comm.reduce_copy_in_share)
     copy_in = d["copy_in"] * np.where(k["every_mb"] & (g.p == 1), 1.0, 1.0 / g.m)
     comp = {**comp, "bw": comp["bw"] + copy_in, "mem": comp["mem"] + copy_in}
     fw_d, bw_d = comp["fw"] + loc["e_fw"], (comp["bw"] + comp["rc"]) + loc["e_back"]
     fsdp, gs, layers = d["fsdp"], d["g_s"], d["layers"]
-    total = gs * layers  # ZeRO-3 / FSDP per-layer gathers: comm_tasks.fsdp_layer_gathers
+    total = gs * layers  # ZeRO-3 / FSDP per-layer gathers: fsdp_comm.fsdp_layer_gathers
     per = np.maximum(layers, 1)  # a stage that is all root unit has no layer gathers (gs = 0)
     over_fw = gs * layers - rules.prefetched_exposed_s(gs, fw_d / per, layers, k["prefetch"])
     over_bw = gs * layers - rules.prefetched_exposed_s(gs, bw_d / per, layers, k["prefetch"])
     e_gfw, e_gbw = rules.exposed_s(total, over_fw, k["slow"]), rules.exposed_s(total, over_bw, k["slow"])
     # their hidden part costs the compute beside it (realisation.interference_s)
     hid_g = k["slow"] * np.minimum(total, over_fw) + k["slow"] * np.minimum(total, over_bw)
-    # a root unit's gather (comm_tasks.fsdp_root_gather) waited for at the start of each forward
+    # a root unit's gather (fsdp_comm.fsdp_root_gather) waited for at the start of each forward
     exp_fw = np.where(fsdp, loc["e_fw"] + e_gfw + d["g_root_s"], loc["e_fw"])
     exp_bw = np.where(fsdp, loc["e_back"] + e_gbw, loc["e_back"])
     e_bw_phase = np.where(fsdp, loc["e_bw"] + e_gbw, loc["e_bw"])

@@ -31,7 +31,7 @@ def host_bound_s(gpu_s, kernels, host_dispatch_s, gpu_waits_on_cpu, beside_s=0.0
 
 
 def prefetched_exposed_s(gather_s, compute_s, layers, prefetch):
-    """``comm_tasks._prefetched_exposed_s``: per-layer gathers prefetched ``prefetch`` layers ahead
+    """``fsdp_comm.prefetched_exposed_s``: per-layer gathers prefetched ``prefetch`` layers ahead
     (every gather waited for without prefetch)."""
     return np.where(prefetch == 0, layers * gather_s, gather_s + (layers - 1) * np.maximum(0.0, gather_s - compute_s))
 

@@ -27,8 +27,7 @@ from pydantic import ConfigDict, Field
 from simtrain.specs.base import Seconds, Spec
 
 __all__ = ["Stack", "AttentionKernelName", "load_stack", "stack_names", "stack_of", "named_stack", "resolve_stack", "DEFAULT_STACK",
-           "DEFAULT_GPU_STACK", "FRAMEWORK_KNOBS",
-           "cpu_comm_compute_slowdown", "COLLECTIVE_THREADS_PER_RANK"]
+           "DEFAULT_GPU_STACK", "FRAMEWORK_KNOBS"]
 
 AttentionKernelName = Literal["default", "cudnn", "fa3", "fa2", "sdpa", "triton", "triton-fa1", "eager"]
 """Fused-attention kernel families (components.md §2): cuDNN / Transformer Engine fused attention,
@@ -189,7 +188,7 @@ class Stack(Spec):
     per-parameter FSDP (FSDP2 ``fully_shard``: ``_fsdp_collectives.foreach_all_gather_copy_out``,
     ``torch.split_with_sizes_copy`` in ``FSDPParamGroup.wait_for_unshard``), a read and a write of every
     gathered element per gather, each forward and, resharded after it, each backward of every micro-batch
-    (parallel/comm_tasks.py ``fsdp_copy_out_s``). False: the gather lands in the parameters themselves
+    (parallel/fsdp_comm.py ``fsdp_copy_out_s``). False: the gather lands in the parameters themselves
     (FSDP1's flat parameter, whose parameters are views; DeepSpeed ZeRO-3's partitioned parameters)."""
     fsdp_reduce_copy_in: bool = False
     """ZeRO-3 / FSDP copies each unit's unsharded gradients into the reduce-scatter's flat input, cast to
@@ -197,7 +196,7 @@ class Stack(Spec):
     per-parameter FSDP (FSDP2 ``_fsdp_collectives.foreach_reduce``: ``foreach_reduce_scatter_copy_in``,
     then "Only after the copy-in finishes can we free the gradients" — the copy on the compute stream or
     waited for by it, in every release since FSDP2's first). A read of every gradient element and a write
-    in the reduce dtype, one kernel per unit, for each reduction (parallel/comm_tasks.py
+    in the reduce dtype, one kernel per unit, for each reduction (parallel/fsdp_comm.py
     ``fsdp_reduce_copy_in_s``). False: the reduction reads the gradients where they are (FSDP1's flat
     gradient, cast on its post-backward stream, which the compute stream does not wait for)."""
     fsdp_root_unit: bool = False
@@ -208,7 +207,7 @@ class Stack(Spec):
     both waited for; FSDP keeps it gathered through the backward (the root is not resharded after the
     forward: FSDP2 ``FSDPState._lazy_init``, FSDP1 ``_post_forward_reshard``), and reduce-scatters it
     with the first block's gradients after the backward's last op, both exposed; each block's
-    gradients are one reduce-scatter (parallel/fsdp_units.py, parallel/comm_tasks.py). In memory the
+    gradients are one reduce-scatter (parallel/fsdp_units.py, parallel/fsdp_comm.py). In memory the
     root and the prefetched block sit gathered together at the loss's backward. False: the stage's
     weights in equal units, one per block, the gradients reduced in ``dp_bucket_bytes`` buckets."""
     fp8_recipe: Literal["delayed", "tensorwise", "rowwise"] = "delayed"
@@ -392,23 +391,3 @@ def resolve_stack(cfg, device=None):
         if cfg.flash_attention != flash:
             update["flash_attention"] = flash
     return cfg.model_copy(update=update) if update else cfg
-
-
-COLLECTIVE_THREADS_PER_RANK = 1
-"""Threads a CPU rank's collectives run on (gloo drives each process group from one thread)."""
-
-
-def cpu_comm_compute_slowdown(cores: int, ranks: int, threads_per_rank: int) -> float:
-    """``comm_compute_slowdown`` of CPU ranks whose collectives run on the same host's cores (gloo:
-    the reduction and the socket copies are CPU work on a gloo thread of each rank).
-
-    A collective overlapped with the backward is hidden only if its thread finds a core the compute
-    does not use. Each rank needs one such core beside its ``threads_per_rank`` compute threads; a
-    rank without one time-slices the collective with its compute, so the hidden collective still
-    costs its whole time. The result is the share of ranks without a spare core:
-    clamp((ranks · (threads_per_rank + 1) − cores) / ranks, 0, 1) — 0 with a spare core per rank,
-    1 when the compute threads fill every core (two 1-thread ranks on a 2-core machine)."""
-    if cores < 1 or ranks < 1 or threads_per_rank < 1:
-        raise ValueError(f"cores, ranks and threads_per_rank must be ≥ 1, got {cores}, {ranks}, {threads_per_rank}")
-    short = ranks * (threads_per_rank + COLLECTIVE_THREADS_PER_RANK) - cores
-    return min(1.0, max(0.0, short / ranks))

@@ -8,7 +8,8 @@ import pytest
 
 import simtrain as st
 from simtrain.estimator import build_program
-from simtrain.parallel.comm_tasks import _bucketed_exposed, grad_sync_units
+from simtrain.parallel.comm_tasks import _bucketed_exposed
+from simtrain.parallel.fsdp_comm import grad_sync_units
 from simtrain.parallel.fsdp_units import fsdp_units
 from simtrain.specs.stack import load_stack, resolve_stack
 

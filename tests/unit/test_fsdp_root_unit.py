@@ -13,7 +13,7 @@ import simtrain as st
 from simtrain.cost.compute import device_efficiency, memory_seconds
 from simtrain.cost.precision import regime
 from simtrain.estimator import build_program
-from simtrain.parallel.comm_tasks import fsdp_copy_out_s
+from simtrain.parallel.fsdp_comm import fsdp_copy_out_s
 from simtrain.parallel.fsdp_units import FsdpUnits, fsdp_units
 from simtrain.parallel.layout import Layout
 from simtrain.parallel.memory_plan import gathered_params_bytes
@@ -113,7 +113,7 @@ def test_fsdp2_waits_for_each_reductions_gradient_copy_in():
     into the fp32 reduce-scatter input (4 B), one kernel per unit, on the compute stream's clock — in
     every backward, since fsdp2 reduces every micro-batch. The stage's backward grows by exactly that;
     FSDP1 (flag off) and ZeRO below 3 pay nothing."""
-    from simtrain.parallel.comm_tasks import fsdp_reduce_copy_in_s
+    from simtrain.parallel.fsdp_comm import fsdp_reduce_copy_in_s
     cluster = invented_cluster(2)
     eff = device_efficiency(cluster.device)
     coster = type("C", (), {"device": cluster.device, "eff": eff})()

@@ -203,7 +203,7 @@ def test_fsdp2_copy_out_reads_and_writes_every_gathered_byte_per_gather(reshard)
     after it, in the backward. The step's compute grows by exactly those seconds; FSDP1 (flag off),
     ZeRO below 3 and a single rank pay nothing."""
     from simtrain.cost.compute import device_efficiency, memory_seconds
-    from simtrain.parallel.comm_tasks import fsdp_copy_out_s
+    from simtrain.parallel.fsdp_comm import fsdp_copy_out_s
     from simtrain.parallel.fsdp_units import FsdpUnits
     model = tiny_llama()
     cluster = invented_cluster(2)

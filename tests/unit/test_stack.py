@@ -11,7 +11,7 @@ from simtrain.cost.compute import compute_seconds, memory_seconds
 from simtrain.cost.op_cost import FUSED_ATTENTION_BW_RATIO, op_cost
 from simtrain.cost.precision import regime
 from simtrain.graph.rules.registry import make_op
-from simtrain.parallel.comm_tasks import _prefetched_exposed_s
+from simtrain.parallel.fsdp_comm import prefetched_exposed_s
 from simtrain.parallel.program import CommTask, host_bound_s
 from simtrain.specs.efficiency import AttentionKernel
 from simtrain.specs.stack import load_stack, resolve_stack, stack_names
@@ -201,9 +201,9 @@ def test_fp8_gathers_the_norm_output_in_fp8_and_reduce_scatters_in_bf16():
 
 def test_fsdp_prefetch_exposes_the_first_gather_and_what_compute_cannot_cover():
     # 10 layers, 2 ms gather, 1.5 ms compute per layer: 2 + 9 x 0.5 = 6.5 ms; without prefetch 20 ms
-    assert _prefetched_exposed_s(2e-3, 1.5e-3, 10, 1) == pytest.approx(6.5e-3)
-    assert _prefetched_exposed_s(2e-3, 3e-3, 10, 1) == pytest.approx(2e-3)
-    assert _prefetched_exposed_s(2e-3, 3e-3, 10, 0) == pytest.approx(20e-3)
+    assert prefetched_exposed_s(2e-3, 1.5e-3, 10, 1) == pytest.approx(6.5e-3)
+    assert prefetched_exposed_s(2e-3, 3e-3, 10, 1) == pytest.approx(2e-3)
+    assert prefetched_exposed_s(2e-3, 3e-3, 10, 0) == pytest.approx(20e-3)
 
 
 def test_link_half_bytes_is_the_chunk_size_of_half_bus_bandwidth():
@@ -424,7 +424,7 @@ def test_calibrated_communication_scales_the_per_link_fractions_too():
 
 
 def test_cpu_comm_compute_slowdown_by_hand():
-    from simtrain.specs.stack import cpu_comm_compute_slowdown
+    from simtrain.cost.realisation import cpu_comm_compute_slowdown
     assert cpu_comm_compute_slowdown(2, 2, 1) == 1.0  # 2 ranks × (1 compute + 1 comm) on 2 cores: none spare
     assert cpu_comm_compute_slowdown(4, 2, 1) == 0.0  # a spare core per rank
     assert cpu_comm_compute_slowdown(3, 2, 1) == 0.5  # (2·2 − 3) / 2: one of two ranks lacks one
