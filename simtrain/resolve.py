@@ -54,7 +54,7 @@ def resolve(model: Model, cluster: Cluster, cfg: TrainConfig) -> Resolved:
 def prepare_model(model: Model, cfg: TrainConfig, stack: Stack | None = None) -> Model:
     """The model at cfg's sequence length, with cfg's attention kernel choice (fused "flash" or
     materialised) when the config sets one and the stack's activation, loss, norm and rotary kernels
-    (fused SwiGLU or eager; fused cross-entropy or upcast; fused or eager fp32 RMSNorm and rotary) and the
+    (fused SwiGLU or eager; fused cross-entropy, PyTorch's eager chain or upcast; fused or eager fp32 RMSNorm and rotary) and the
     cross-entropies its trainer evaluates again for metrics:
     rebuilt from its architecture spec (cached). ``stack``: the resolved stack when the caller has it
     (:func:`resolve`); else the config's is read."""
@@ -73,6 +73,10 @@ def prepare_model(model: Model, cfg: TrainConfig, stack: Stack | None = None) ->
     fused_loss = stack.loss_kernel == "fused"
     if arch.fused_cross_entropy != fused_loss:
         update["fused_cross_entropy"] = fused_loss
+    # PyTorch's eager loss upcasts 16-bit logits with a copy kernel; fp32 logits it takes as they are
+    eager_loss = stack.loss_kernel == "eager" and regime(cfg.precision).act_bytes < 4
+    if arch.eager_cross_entropy != eager_loss:
+        update["eager_cross_entropy"] = eager_loss
     if arch.metric_cross_entropies != stack.train_metric_losses:
         update["metric_cross_entropies"] = stack.train_metric_losses
     eager = {"eager_norm_fp32": stack.norm_kernel == "eager-fp32",

@@ -87,7 +87,9 @@ class Stack(Spec):
     * ``eager`` — PyTorch eager ``F.cross_entropy(logits.float())`` (torchtitan's ``loss_fn``,
       uncompiled): ``log_softmax`` and ``nll_loss`` are separate autograd nodes, so the backward holds
       the dense fp32 ``nll_loss`` gradient and the ``log_softmax`` input gradient beside the kept
-      log-probabilities: two fp32 gradients (8n B).
+      log-probabilities: two fp32 gradients (8n B). In time, at 16-bit activations, the chain's own
+      kernels: the upcast copy, ``log_softmax``, ``nll_loss`` and their backwards, 36 B a logit against
+      the generic rule's 16 (graph/rules/lookup.py).
     * ``in-place`` — Megatron's ``vocab_parallel_cross_entropy``: the fp32 softmax is kept and turned
       into the gradient in place (``grad_input = softmax``; ``mul_``): no further fp32 tensor.
     * ``fused`` — one kernel on the logits in their own dtype (flash-attn ``CrossEntropyLoss``,

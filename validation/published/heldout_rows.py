@@ -219,9 +219,14 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
                             "FSDP1 (FullyShardedDataParallel): the flat parameter is gathered in place and its "
                             "parameters are views, so no copy-out after each gather (fsdp_gather_copy_out off); "
                             "its flat gradient is cast and reduced on the post-backward stream, which the compute "
-                            "stream does not wait for (fsdp_reduce_copy_in off)"),
+                            "stream does not wait for (fsdp_reduce_copy_in off)",
+                            "the loss runs on the bf16 logits as they are (fms LLaMA.forward returns "
+                            "self.shared(output, reverse=True); fms-fsdp train_utils.py @7746dac: "
+                            "CrossEntropyLoss on the model output, no autocast under FSDP1 MixedPrecision): no "
+                            "upcast copy, so the generic loss rule (loss_kernel 'upcast', 16 B a logit against "
+                            "the bf16 chain's ~12), not torchtitan's eager fp32 chain"),
                framework="fms-fsdp", stack_knobs=(("norm_kernel", "eager-fp32"), ("fsdp_gather_copy_out", False),
-                                                  ("fsdp_reduce_copy_in", False))),
+                                                  ("fsdp_reduce_copy_in", False), ("loss_kernel", "upcast"))),
     # --- BLOOM-176B (Megatron-DeepSpeed), 384 x A100 80GB on Jean Zay --------------------------------
     HeldoutRun("BLOOM-176B 384xA100-80GB", "bloom-176b", "dgx-a100-80gb", 48, "deepspeed", 2048, 2, 2048, "bf16",
                "s/iter", 104.70,

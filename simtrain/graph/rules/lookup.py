@@ -21,6 +21,21 @@ and outside autograd, for a trainer's metrics (``Stack.train_metric_losses``): e
 logits in the activation dtype, writes the fp32 upcast autocast makes (4 B per logit), reads it for
 ``log_softmax`` and writes fp32 log-probabilities (4 + 4 B), then gathers one per row against the int64
 targets and sums. No backward, nothing kept.
+
+``cross_entropy`` with ``upcast_copy`` (``Stack.loss_kernel`` "eager" at 16-bit activations: torchtitan's
+``F.cross_entropy(logits.float(), ...)`` uncompiled, or autocast's fp32 cast of the loss input): the
+chain as PyTorch runs it, each step its own kernel, every logits-sized tensor after the cast in fp32.
+Per logit, a = the activation dtype (the chain counted under ``TorchDispatchMode`` in
+tests/unit/test_eager_loss.py; ``nll_loss`` reads one log-probability per row, not its whole input):
+
+| phase | kernels | activation elements read / written | fp32 bytes read / written per logit |
+|-------|---------|------------------------------------|-------------------------------------|
+| fw    | 3: ``_to_copy`` up, ``_log_softmax``, ``nll_loss_forward`` | 1 / 0 | 4 / 8 |
+| agrad | 4: ``nll_loss_backward`` (its CUDA fill of the zeroed gradient, then the scatter), ``_log_softmax_backward_data``, ``_to_copy`` down | 0 / 1 | 12 / 8 |
+
+At 16-bit activations that is 14 B forward and 22 B backward a logit (36 B), against the fused upcast
+of the generic rule's 16 B. What it keeps is the generic rule's: the fp32 log-probabilities and the
+targets (the upcast copy is no kernel's saved input).
 """
 
 from __future__ import annotations
@@ -52,8 +67,15 @@ def embedding(*, num: int, dim: int, rows: int = 1, tied_to: str | None = None) 
     )
 
 
+#: eager upcast chain per logit (module table): kernels, activation elements read / written, fp32
+#: bytes read / written, each as (fw, agrad).
+EAGER_CE_KERNELS = (3, 4)
+EAGER_CE_ACT = ((1, 0), (0, 1))
+EAGER_CE_FP32_BYTES = ((4, 12), (8, 8))
+
+
 @rule("cross_entropy")
-def cross_entropy(*, rows: int, classes: int, fused: bool = False) -> dict:
+def cross_entropy(*, rows: int, classes: int, fused: bool = False, upcast_copy: bool = False) -> dict:
     """Softmax cross-entropy of ``rows`` × ``classes`` logits per sample against integer targets.
 
     Unfused (PyTorch ``F.cross_entropy`` under autocast, Megatron's ``logits.float()``): the logits are
@@ -62,10 +84,13 @@ def cross_entropy(*, rows: int, classes: int, fused: bool = False) -> dict:
     their own dtype and computes in registers (flash-attn ``CrossEntropyLoss``, llm-foundry's default
     ``loss_fn: fused_crossentropy``: ``save_for_backward(logits, lse, labels)``, the gradient written as
     ``empty_like(logits)``): it keeps the logits and one fp32 log-sum-exp per row, nothing in fp32 per
-    logit."""
+    logit. ``upcast_copy``: PyTorch's eager chain on logits upcast by a copy of their own (module doc);
+    it keeps what the unfused rule keeps."""
     r, c = pos_int("rows", rows), pos_int("classes", classes)
     n = r * c
     targets = INDEX_BYTES * r
+    if fused and upcast_copy:
+        raise ValueError("cross_entropy: fused and upcast_copy exclude each other (one kernel, or the eager chain)")
     if fused:
         lse = FP32_BYTES * r
         return dict(
@@ -75,12 +100,20 @@ def cross_entropy(*, rows: int, classes: int, fused: bool = False) -> dict:
             attrs=attrs_of(fused=True),
         )
     logp = FP32_BYTES * n
-    return dict(
+    out = dict(
         op_class=OpClass.REDUCTION, flops=pc(5 * n + r, 3 * n), act_read=pc(n, n), act_write=pc(0, 2 * n),
         fixed_write_bytes=pc(logp + FP32_BYTES * r), fixed_read_bytes=pc(targets, logp + targets),
         saved=Saved(fixed_bytes=logp + targets), shapes=((r, c),), out_shape=(1,), tp_split="vocab",
         runs_in_low_precision=False, attrs=attrs_of(log_softmax_bytes=logp),
     )
+    if upcast_copy:
+        (rd, wr), (frd, fwr) = EAGER_CE_ACT, EAGER_CE_FP32_BYTES
+        row_read = FP32_BYTES * r + targets  # nll_loss's gather: one log-probability and one target a row
+        out.update(act_read=pc(rd[0] * n, rd[1] * n), act_write=pc(wr[0] * n, wr[1] * n),
+                   fixed_read_bytes=pc(frd[0] * n + row_read, frd[1] * n + targets),
+                   fixed_write_bytes=pc(fwr[0] * n + FP32_BYTES * r, fwr[1] * n),
+                   attrs=attrs_of(log_softmax_bytes=logp, upcast_copy=True, aten_kernels=pc(*EAGER_CE_KERNELS)))
+    return out
 
 
 @rule("cross_entropy_metric")
