@@ -73,10 +73,12 @@ def prepare_model(model: Model, cfg: TrainConfig, stack: Stack | None = None) ->
     fused_loss = stack.loss_kernel == "fused"
     if arch.fused_cross_entropy != fused_loss:
         update["fused_cross_entropy"] = fused_loss
-    # PyTorch's eager loss upcasts 16-bit logits with a copy kernel; fp32 logits it takes as they are
-    eager_loss = stack.loss_kernel == "eager" and regime(cfg.precision).act_bytes < 4
-    if arch.eager_cross_entropy != eager_loss:
-        update["eager_cross_entropy"] = eager_loss
+    # PyTorch's eager loss and Megatron's upcast 16-bit logits with a copy kernel and run a chain of kernels
+    # in fp32; fp32 logits they take as they are (one pass's traffic: the generic rule)
+    chained = stack.loss_kernel in ("eager", "in-place") and regime(cfg.precision).act_bytes < 4
+    chain = stack.loss_kernel if chained else None
+    if arch.loss_chain != chain:
+        update["loss_chain"] = chain
     if arch.metric_cross_entropies != stack.train_metric_losses:
         update["metric_cross_entropies"] = stack.train_metric_losses
     eager = {"eager_norm_fp32": stack.norm_kernel == "eager-fp32",

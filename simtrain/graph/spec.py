@@ -145,12 +145,12 @@ class TransformerArch(Spec):
     """The loss as one fused kernel on the logits in their own dtype (flash-attn ``CrossEntropyLoss``):
     it keeps the logits and a per-row log-sum-exp, not fp32 log-probabilities, and its gradient is in
     the activation dtype. The stack sets it (``Stack.loss_kernel`` "fused")."""
-    eager_cross_entropy: bool = False
-    """The loss as PyTorch's eager chain on logits upcast by a copy of their own (``logits.float()``,
-    uncompiled): ``_to_copy``, ``_log_softmax`` and ``nll_loss`` and their backwards each a kernel, fp32
-    after the copy: 36 B a logit at 16-bit activations against the generic rule's 16
-    (graph/rules/lookup.py). The stack sets it (``Stack.loss_kernel`` "eager", 16-bit activations only: at
-    fp32 the upcast is no copy and the chain moves what the generic rule does)."""
+    loss_chain: Literal["eager", "in-place"] | None = None
+    """The loss as its framework's chain of kernels on logits upcast by a copy of their own, fp32 after the
+    copy (graph/rules/lookup.py): "eager", PyTorch's ``F.cross_entropy(logits.float())`` uncompiled (36 B
+    a logit at 16-bit activations); "in-place", Megatron's unfused ``vocab_parallel_cross_entropy`` (52 B);
+    None, the generic single pass (16 B). The stack sets it (``Stack.loss_kernel`` "eager" / "in-place",
+    16-bit activations only: at fp32 the upcast is no copy)."""
     metric_cross_entropies: Annotated[int, Field(ge=0, le=8)] = 0
     """Cross-entropies of the logits evaluated again after each micro-batch's backward, outside autograd,
     for the trainer's metrics (an op ``head/metrics``, forward only). The stack sets it

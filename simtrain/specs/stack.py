@@ -91,7 +91,9 @@ class Stack(Spec):
       kernels: the upcast copy, ``log_softmax``, ``nll_loss`` and their backwards, 36 B a logit against
       the generic rule's 16 (graph/rules/lookup.py).
     * ``in-place`` — Megatron's ``vocab_parallel_cross_entropy``: the fp32 softmax is kept and turned
-      into the gradient in place (``grad_input = softmax``; ``mul_``): no further fp32 tensor.
+      into the gradient in place (``grad_input = softmax``; ``mul_``): no further fp32 tensor. In time, at
+      16-bit activations, its passes: the upcast, row max, subtract, exp, row sum, divide; backward the
+      multiply and the cast back: 52 B a logit against the generic rule's 16.
     * ``fused`` — one kernel on the logits in their own dtype (flash-attn ``CrossEntropyLoss``,
       llm-foundry's default ``loss_fn: fused_crossentropy``): it keeps the logits and an fp32
       log-sum-exp per token, and writes the gradient in the activation dtype: no fp32 per logit."""

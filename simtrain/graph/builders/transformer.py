@@ -76,7 +76,7 @@ def head_part(t: TransformerArch, s: int, tied_to: str = "embed/tok") -> Part:
                out_features=t.vocab, bias=False, tied_to=tie, tp_split="vocab")
     logits = pb.last
     loss = pb.add("cross_entropy", "loss", rows=s, classes=t.vocab, fused=t.fused_cross_entropy,
-                  upcast_copy=t.eager_cross_entropy)
+                  chain=t.loss_chain)
     if t.metric_cross_entropies:
         pb.add("cross_entropy_metric", "metrics", inputs=(logits,), rows=s, classes=t.vocab,
                calls=t.metric_cross_entropies)
@@ -99,7 +99,7 @@ def mtp_part(t: TransformerArch, s: int, depth: int) -> Part:
     pb.add("linear", "lm_head", rows=s, in_features=h, out_features=t.vocab, bias=False, tied_to="head/lm_head",
            tp_split="vocab")
     pb.add("cross_entropy", "loss", rows=s, classes=t.vocab, fused=t.fused_cross_entropy,
-           upcast_copy=t.eager_cross_entropy)
+           chain=t.loss_chain)
     return pb.build()
 
 

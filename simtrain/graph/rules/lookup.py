@@ -22,20 +22,24 @@ logits in the activation dtype, writes the fp32 upcast autocast makes (4 B per l
 ``log_softmax`` and writes fp32 log-probabilities (4 + 4 B), then gathers one per row against the int64
 targets and sums. No backward, nothing kept.
 
-``cross_entropy`` with ``upcast_copy`` (``Stack.loss_kernel`` "eager" at 16-bit activations: torchtitan's
-``F.cross_entropy(logits.float(), ...)`` uncompiled, or autocast's fp32 cast of the loss input): the
-chain as PyTorch runs it, each step its own kernel, every logits-sized tensor after the cast in fp32.
-Per logit, a = the activation dtype (the chain counted under ``TorchDispatchMode`` in
-tests/unit/test_eager_loss.py; ``nll_loss`` reads one log-probability per row, not its whole input):
+``cross_entropy`` with a ``chain`` (``Stack.loss_kernel`` "eager" or "in-place" at 16-bit activations):
+the loss as its framework runs it, each step its own kernel on logits upcast by a copy of their own,
+every logits-sized tensor after the copy in fp32. Per logit, a = the activation dtype (each chain counted
+under ``TorchDispatchMode`` in tests/unit/test_eager_loss.py; a gather or a scatter of one value a row
+touches that value, not the whole tensor it indexes):
 
-| phase | kernels | activation elements read / written | fp32 bytes read / written per logit |
-|-------|---------|------------------------------------|-------------------------------------|
-| fw    | 3: ``_to_copy`` up, ``_log_softmax``, ``nll_loss_forward`` | 1 / 0 | 4 / 8 |
-| agrad | 4: ``nll_loss_backward`` (its CUDA fill of the zeroed gradient, then the scatter), ``_log_softmax_backward_data``, ``_to_copy`` down | 0 / 1 | 12 / 8 |
+| chain | phase | kernels | activation elements read / written | fp32 bytes read / written per logit |
+|-------|-------|---------|------------------------------------|-------------------------------------|
+| ``eager``: PyTorch's ``F.cross_entropy(logits.float(), ...)`` uncompiled (torchtitan), or autocast's fp32 cast of the loss input | fw | 3: ``_to_copy`` up, ``_log_softmax``, ``nll_loss_forward`` | 1 / 0 | 4 / 8 |
+| | agrad | 4: ``nll_loss_backward`` (its CUDA fill of the zeroed gradient, then the scatter), ``_log_softmax_backward_data``, ``_to_copy`` down | 0 / 1 | 12 / 8 |
+| ``in-place``: Megatron's ``vocab_parallel_cross_entropy`` unfused (Megatron-Core core_r0.8.0 ``tensor_parallel/cross_entropy.py``; Megatron-LM's of 2021–23 the same passes) | fw | 18: ``_to_copy`` up, ``max``, ``sub_``, ``exp`` (out=), ``sum``, ``div_`` over the logits; 12 on a row each (target mask and shift, the predicted logit's gather, log, loss) | 1 / 0 | 20 / 16 |
+| | agrad | 8: ``mul_`` over the kept softmax and the engine's ``_to_copy`` down; 6 on a row each (the one-hot subtracted in place) | 0 / 1 | 8 / 4 |
 
-At 16-bit activations that is 14 B forward and 22 B backward a logit (36 B), against the fused upcast
-of the generic rule's 16 B. What it keeps is the generic rule's: the fp32 log-probabilities and the
-targets (the upcast copy is no kernel's saved input).
+At 16-bit activations the eager chain is 14 B forward and 22 B backward a logit (36 B), Megatron's 38 and
+14 (52 B), against the generic rule's single pass of 16 B. What they keep is the generic rule's 4 B a
+logit (eager: the fp32 log-probabilities; in-place: the fp32 softmax, which its backward turns into the
+gradient in place) and the targets. The tensor-parallel all-reduces of Megatron's row maxima and sums are
+not counted (three of a few kB a micro-batch).
 """
 
 from __future__ import annotations
@@ -67,15 +71,16 @@ def embedding(*, num: int, dim: int, rows: int = 1, tied_to: str | None = None) 
     )
 
 
-#: eager upcast chain per logit (module table): kernels, activation elements read / written, fp32
-#: bytes read / written, each as (fw, agrad).
-EAGER_CE_KERNELS = (3, 4)
-EAGER_CE_ACT = ((1, 0), (0, 1))
-EAGER_CE_FP32_BYTES = ((4, 12), (8, 8))
+#: Each loss chain per logit (module table): kernels, activation elements read / written, fp32 bytes
+#: read / written, each as (fw, agrad).
+LOSS_CHAINS = {
+    "eager": ((3, 4), ((1, 0), (0, 1)), ((4, 12), (8, 8))),
+    "in-place": ((18, 8), ((1, 0), (0, 1)), ((20, 8), (16, 4))),
+}
 
 
 @rule("cross_entropy")
-def cross_entropy(*, rows: int, classes: int, fused: bool = False, upcast_copy: bool = False) -> dict:
+def cross_entropy(*, rows: int, classes: int, fused: bool = False, chain: str | None = None) -> dict:
     """Softmax cross-entropy of ``rows`` × ``classes`` logits per sample against integer targets.
 
     Unfused (PyTorch ``F.cross_entropy`` under autocast, Megatron's ``logits.float()``): the logits are
@@ -84,13 +89,15 @@ def cross_entropy(*, rows: int, classes: int, fused: bool = False, upcast_copy: 
     their own dtype and computes in registers (flash-attn ``CrossEntropyLoss``, llm-foundry's default
     ``loss_fn: fused_crossentropy``: ``save_for_backward(logits, lse, labels)``, the gradient written as
     ``empty_like(logits)``): it keeps the logits and one fp32 log-sum-exp per row, nothing in fp32 per
-    logit. ``upcast_copy``: PyTorch's eager chain on logits upcast by a copy of their own (module doc);
-    it keeps what the unfused rule keeps."""
+    logit. ``chain`` ("eager", "in-place"): the framework's chain of kernels on logits upcast by a copy of
+    their own (module doc); it keeps what the unfused rule keeps."""
     r, c = pos_int("rows", rows), pos_int("classes", classes)
     n = r * c
     targets = INDEX_BYTES * r
-    if fused and upcast_copy:
-        raise ValueError("cross_entropy: fused and upcast_copy exclude each other (one kernel, or the eager chain)")
+    if chain is not None and chain not in LOSS_CHAINS:
+        raise ValueError(f"cross_entropy: chain must be one of {', '.join(LOSS_CHAINS)} or None, got {chain!r}")
+    if fused and chain is not None:
+        raise ValueError("cross_entropy: fused and a chain exclude each other (one kernel, or a chain of them)")
     if fused:
         lse = FP32_BYTES * r
         return dict(
@@ -106,13 +113,13 @@ def cross_entropy(*, rows: int, classes: int, fused: bool = False, upcast_copy: 
         saved=Saved(fixed_bytes=logp + targets), shapes=((r, c),), out_shape=(1,), tp_split="vocab",
         runs_in_low_precision=False, attrs=attrs_of(log_softmax_bytes=logp),
     )
-    if upcast_copy:
-        (rd, wr), (frd, fwr) = EAGER_CE_ACT, EAGER_CE_FP32_BYTES
+    if chain is not None:
+        kernels, (rd, wr), (frd, fwr) = LOSS_CHAINS[chain]
         row_read = FP32_BYTES * r + targets  # nll_loss's gather: one log-probability and one target a row
         out.update(act_read=pc(rd[0] * n, rd[1] * n), act_write=pc(wr[0] * n, wr[1] * n),
                    fixed_read_bytes=pc(frd[0] * n + row_read, frd[1] * n + targets),
                    fixed_write_bytes=pc(fwr[0] * n + FP32_BYTES * r, fwr[1] * n),
-                   attrs=attrs_of(log_softmax_bytes=logp, upcast_copy=True, aten_kernels=pc(*EAGER_CE_KERNELS)))
+                   attrs=attrs_of(log_softmax_bytes=logp, chain=chain, aten_kernels=pc(*kernels)))
     return out
 
 
