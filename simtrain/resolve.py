@@ -82,7 +82,8 @@ def prepare_model(model: Model, cfg: TrainConfig, stack: Stack | None = None) ->
     if arch.metric_cross_entropies != stack.train_metric_losses:
         update["metric_cross_entropies"] = stack.train_metric_losses
     eager = {"eager_norm_fp32": stack.norm_kernel == "eager-fp32",
-             "eager_rotary_fp32": stack.rotary_kernel == "eager-fp32"}
+             "eager_rotary_fp32": stack.rotary_kernel in ("eager-fp32", "eager-fp32-matrix"),
+             "eager_rotary_matrix": stack.rotary_kernel == "eager-fp32-matrix"}
     update.update({k: v for k, v in eager.items() if getattr(arch, k) != v})
     if not update:
         return model

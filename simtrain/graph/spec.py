@@ -164,6 +164,10 @@ class TransformerArch(Spec):
     """Rotary embedding as complex fp32 PyTorch ops (``view_as_complex(x.float()) * freqs_cis``: Meta's
     reference Llama, torchtitan): three kernels per tensor, 20 B per element against the fused
     kernel's 4 (graph/rules/attention.py). The stack sets it (``Stack.rotary_kernel`` "eager-fp32")."""
+    eager_rotary_matrix: bool = False
+    """With ``eager_rotary_fp32``: IBM foundation-model-stack's form, each pair multiplied by an fp32 2×2
+    rotation matrix and summed (36 B per element and phase against the complex form's 20;
+    graph/rules/attention.py). The stack sets it (``Stack.rotary_kernel`` "eager-fp32-matrix")."""
     moe: MoESpec | None = None
     qk_norm: Literal["none", "rmsnorm", "l2"] = "none"
     """A norm over each head's dims of Q and K before rotary: ``rmsnorm`` with a weight of head_dim each

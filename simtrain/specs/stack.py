@@ -114,11 +114,12 @@ class Stack(Spec):
     cast back, ×γ: Meta's reference Llama, torchtitan's ``norm_type = "rmsnorm"`` of 2024, HF
     ``LlamaRMSNorm``), each its own kernel: ×9 the traffic, and an fp32 copy of the input kept
     (graph/rules/norm.py). LayerNorm: no effect."""
-    rotary_kernel: Literal["fused", "eager-fp32"] = "fused"
+    rotary_kernel: Literal["fused", "eager-fp32", "eager-fp32-matrix"] = "fused"
     """How the rotary embedding runs: ``fused`` — one kernel per phase (Transformer Engine, Apex,
     flash-attn's rotary, Inductor); ``eager-fp32`` — ``view_as_complex(x.float()) * freqs_cis`` cast
-    back (Meta's reference Llama, torchtitan), three kernels per tensor: 20 B per element against 4
-    (graph/rules/attention.py)."""
+    back (Meta's reference Llama, torchtitan), three kernels per tensor: 20 B per element against 4;
+    ``eager-fp32-matrix`` — each pair of ``x.float()`` times its position's 2×2 rotation matrix, summed,
+    cast back (IBM's foundation-model-stack), four kernels per tensor: 36 B (graph/rules/attention.py)."""
     elementwise_bytes_fraction: Annotated[float, Field(gt=0, le=1)] = 1.0
     """Bytes moved by elementwise and norm ops relative to running each op as its own kernel
     (eager: 1). A fused chain of k ops reads its input and writes its output once: ≈ 1/k of the

@@ -131,6 +131,43 @@ def _llama(stack):
     return st.estimate(model, st.load_cluster("dgx-h100", nodes=1), cfg)
 
 
+def test_matrix_rotary_record_by_hand():
+    # n = 36 rotated elements (as above); 16 fp32 bytes read and 16 written per element each way
+    op = build("rotary", seq=3, heads=2, kv_heads=1, head_dim=4, eager_fp32=True, rotation_matrix=True)
+    assert op.act_read == P(36, 36, 0) and op.act_write == P(36, 36, 0)
+    assert op.fixed_read_bytes == P(576, 576, 0) and op.fixed_write_bytes == P(576, 576, 0)
+    assert op.attr("aten_kernels") == P(8, 8, 0) and op.saved == Saved()
+    with pytest.raises(ValueError, match="rotation_matrix"):
+        build("rotary", seq=3, heads=2, kv_heads=1, head_dim=4, rotation_matrix=True)
+
+
+def test_matrix_rotary_equals_pytorch_count():
+    # IBM foundation-model-stack's rotary (fms/modules/positions.py adjusted_qk @006bd7ed) on Q (8 heads)
+    # and K (2 heads): pairs cast up, times the position's fp32 2×2 rotation, summed over the pair, cast
+    # down. The per-position table (s · d/2 · 4 fp32) is read by each multiply, forward and backward.
+    s, a, kv, d = 64, 8, 2, 128
+    q = torch.randn(1, s, a, d, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(1, s, kv, d, dtype=torch.bfloat16, requires_grad=True)
+    angle = torch.randn(s, d // 2)
+    cos, sin = angle.cos(), angle.sin()
+    rotation = torch.stack((torch.stack((cos, -sin), -1), torch.stack((sin, cos), -1)), -2).unsqueeze(0)
+
+    def rope(x):
+        pairs = x.float().view(*x.shape[:-1], -1, 2)
+        return rotation[:, :, None].mul(pairs.unsqueeze(-2)).sum(5).flatten(3).type_as(x)
+
+    fw_bytes, fw_kernels = _count(lambda: (rope(q), rope(k)))
+    yq, yk = rope(q), rope(k)
+    gq, gk = torch.randn_like(yq), torch.randn_like(yk)
+    bw_bytes, bw_kernels = _count(lambda: torch.autograd.backward((yq, yk), (gq, gk)))
+    op = build("rotary", seq=s, heads=a, kv_heads=kv, head_dim=d, eager_fp32=True, rotation_matrix=True)
+    table = rotation.numel() * 4
+    assert fw_bytes - 2 * table == pytest.approx(_phase_bytes(op, "fw"), rel=0.01)
+    assert bw_bytes - 2 * table == pytest.approx(_phase_bytes(op, "agrad"), rel=0.01)
+    kernels = op.attr("aten_kernels")
+    assert (fw_kernels, bw_kernels) == (kernels.fw, kernels.agrad)
+
+
 def test_stack_reaches_the_graph_and_the_step():
     fused = st.load_stack("fsdp2").with_overrides(rotary_kernel="fused")
     eager = fused.with_overrides(norm_kernel="eager-fp32", rotary_kernel="eager-fp32")
@@ -138,6 +175,9 @@ def test_stack_reaches_the_graph_and_the_step():
     assert b.step_time_s > a.step_time_s
     assert b.compute_by_class_s["norm"] > 5 * a.compute_by_class_s["norm"]
     assert b.compute_by_class_s["matmul"] == pytest.approx(a.compute_by_class_s["matmul"])
+    matrix = _llama(eager.with_overrides(rotary_kernel="eager-fp32-matrix"))
+    assert matrix.step_time_s > b.step_time_s                      # 36 B per element and phase against 20
+    assert matrix.memory.activations_bytes == b.memory.activations_bytes
     # no recompute: every norm keeps 4 B per element more (the fp32 copy of its input); 2 per layer + the
     # final one, 2048 tokens × 4096 wide per micro-batch
     extra = b.memory.activations_bytes - a.memory.activations_bytes

@@ -213,9 +213,11 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
                             "cluster network not stated: 8 x HDR 200 Gb/s per node",
                             "fms's Llama norm is LayerNormParameterized(use_mean=False, use_high_precision_pow=True): "
                             "RMSNorm as eager fp32 PyTorch ops (norm_kernel 'eager-fp32'; fms/modules/layernorm.py, "
-                            "fms/models/llama.py @006bd7ed, Mar 2024); its rotary is fp32 too (cast up, 2x2 "
-                            "rotation as multiply and sum, cast down: more traffic than the preset's complex form, "
-                            "which stands for it)",
+                            "fms/models/llama.py @006bd7ed, Mar 2024); its rotary is fp32 too: each pair cast up, "
+                            "multiplied by its position's 2x2 rotation matrix and summed, cast down "
+                            "(fms/modules/positions.py RotaryEmbedding.adjusted_qk @006bd7ed; rotary_kernel "
+                            "'eager-fp32-matrix', 36 B per element and phase; until 2026-12-06 the preset's complex "
+                            "form, 20 B, stood for it)",
                             "FSDP1 (FullyShardedDataParallel): the flat parameter is gathered in place and its "
                             "parameters are views, so no copy-out after each gather (fsdp_gather_copy_out off); "
                             "its flat gradient is cast and reduced on the post-backward stream, which the compute "
@@ -226,7 +228,8 @@ HELDOUT_RUNS: tuple[HeldoutRun, ...] = (
                             "upcast copy, so the generic loss rule (loss_kernel 'upcast', 16 B a logit against "
                             "the bf16 chain's ~12), not torchtitan's eager fp32 chain"),
                framework="fms-fsdp", stack_knobs=(("norm_kernel", "eager-fp32"), ("fsdp_gather_copy_out", False),
-                                                  ("fsdp_reduce_copy_in", False), ("loss_kernel", "upcast"))),
+                                                  ("fsdp_reduce_copy_in", False), ("loss_kernel", "upcast"),
+                                                  ("rotary_kernel", "eager-fp32-matrix"))),
     # --- BLOOM-176B (Megatron-DeepSpeed), 384 x A100 80GB on Jean Zay --------------------------------
     HeldoutRun("BLOOM-176B 384xA100-80GB", "bloom-176b", "dgx-a100-80gb", 48, "deepspeed", 2048, 2, 2048, "bf16",
                "s/iter", 104.70,

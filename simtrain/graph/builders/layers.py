@@ -66,7 +66,8 @@ def _attention(pb: PartBuilder, t: TransformerArch, s: int, src: str) -> str:
         core_in = (*_qk_norm(pb, t, s, qkv), qkv)
     if t.position == "rotary":
         rope = pb.add("rotary", "attn/rope", inputs=core_in[:-1] or None, seq=s, heads=a, kv_heads=kv, head_dim=d,
-                      rotary_dim=int(d * t.rotary_fraction), eager_fp32=t.eager_rotary_fp32)
+                      rotary_dim=int(d * t.rotary_fraction), eager_fp32=t.eager_rotary_fp32,
+                      rotation_matrix=t.eager_rotary_matrix)
         core_in = (rope, qkv)
     pb.add("attention", "attn/core", inputs=core_in, heads=a, kv_heads=kv, head_dim=d, seq=s,
            causal=t.causal, fused=t.flash_attention, dropout=t.attention_dropout_p)

@@ -52,7 +52,7 @@ def mla_attention(pb: PartBuilder, t: TransformerArch, s: int, src: str) -> str:
     kv = _latent(pb, t, s, src, "kv", m.kv_lora_rank, m.qk_rope_head_dim, a * (m.qk_nope_head_dim + v))
     # rotary on the r-dim part of every query head and on the single shared rotary key (kv_a's extra r)
     rope = pb.add("rotary", "attn/rope", inputs=(q, kv), seq=s, heads=a, kv_heads=1, head_dim=m.qk_rope_head_dim,
-                  eager_fp32=t.eager_rotary_fp32)
+                  eager_fp32=t.eager_rotary_fp32, rotation_matrix=t.eager_rotary_matrix)
     pb.add("attention", "attn/core", inputs=(rope, q, kv), heads=a, kv_heads=a, head_dim=qk, v_head_dim=v, seq=s,
            causal=t.causal, fused=t.flash_attention, dropout=t.attention_dropout_p)
     pb.add("linear", "attn/proj", rows=s, in_features=a * v, out_features=t.hidden, bias=False, tp_split="row",

@@ -160,11 +160,15 @@ def attention_flops(op: Op, convention: Literal["full", "causal"] = "full") -> P
 EAGER_ROTARY_KERNELS = (6, 10, 0)
 #: ... and the fp32 bytes read, and again written, per rotated element and phase.
 EAGER_ROTARY_FP32_BYTES = 8
+#: fms's 2×2-rotation form (``rotary`` docstring): kernels per phase for Q and K (each cast up, multiplied
+#: by the rotation matrices, summed, cast down) and the fp32 bytes read, and again written, per element.
+MATRIX_ROTARY_KERNELS = (8, 8, 0)
+MATRIX_ROTARY_FP32_BYTES = 16
 
 
 @rule("rotary")
 def rotary(*, seq: int, heads: int, head_dim: int, kv_heads: int | None = None,
-           rotary_dim: int | None = None, eager_fp32: bool = False) -> dict:
+           rotary_dim: int | None = None, eager_fp32: bool = False, rotation_matrix: bool = False) -> dict:
     """Rotary position embedding (Su et al. 2021) applied to Q and K: x·cos + rotate(x)·sin, i.e.
     3 FLOPs per rotated element forward and 3 backward (the transpose rotation). The cos/sin tables
     are per sequence position, shared by every sample of the batch, so nothing is saved per sample
@@ -175,18 +179,29 @@ def rotary(*, seq: int, heads: int, head_dim: int, kv_heads: int | None = None,
     once in the activation dtype and written once as fp32 (cast up), read and written as fp32 (the
     complex multiply), read as fp32 and written in the activation dtype (cast down): 8 fp32 bytes
     read and 8 written per element each way beside the fused kernel's one read and one write (20 B
-    against 4 at 16-bit activations; tests/unit/test_eager_kernels.py counts it under PyTorch)."""
+    against 4 at 16-bit activations; tests/unit/test_eager_kernels.py counts it under PyTorch).
+
+    ``rotation_matrix`` (with ``eager_fp32``): as IBM's foundation-model-stack writes it
+    (``fms/modules/positions.py`` ``RotaryEmbedding.adjusted_qk`` @006bd7ed): each pair of x.float() is
+    multiplied by its position's fp32 2×2 rotation matrix, a tensor twice the size, summed over the pair,
+    then ``.type_as(x)``; the backward runs the same four kernels. Per element and phase, beside one
+    activation-dtype read and write, 16 fp32 bytes read and 16 written (36 B against the complex form's
+    20); the per-position table read is not counted (it is 2·s·d fp32 however many heads)."""
     s, a, d = pos_int("seq", seq), pos_int("heads", heads), pos_int("head_dim", head_dim)
     kv_h = a if kv_heads is None else pos_int("kv_heads", kv_heads)
     r = d if rotary_dim is None else pos_int("rotary_dim", rotary_dim)
     if r > d or r % 2:
         raise ValueError(f"rotary_dim={r} must be even and at most head_dim={d}")
     n = s * (a + kv_h) * r
-    fp32 = EAGER_ROTARY_FP32_BYTES * n if eager_fp32 else 0
+    if rotation_matrix and not eager_fp32:
+        raise ValueError("rotary: rotation_matrix is a form of the eager fp32 rotary (eager_fp32=True)")
+    per_element, kernels = (MATRIX_ROTARY_FP32_BYTES, MATRIX_ROTARY_KERNELS) if rotation_matrix else \
+        (EAGER_ROTARY_FP32_BYTES, EAGER_ROTARY_KERNELS)
+    fp32 = per_element * n if eager_fp32 else 0
     return dict(
         op_class=OpClass.ELEMENTWISE, flops=pc(3 * n, 3 * n), act_read=pc(n, n), act_write=pc(n, n),
         fixed_read_bytes=pc(fp32, fp32), fixed_write_bytes=pc(fp32, fp32),
         saved=Saved(), shapes=((s, (a + kv_h) * d),), out_shape=(s, (a + kv_h) * d), tp_split="heads",
         attrs=attrs_of(rotary_dim=r, table_elements_per_batch=2 * s * r, eager_fp32=eager_fp32 or None,
-                       aten_kernels=pc(*EAGER_ROTARY_KERNELS) if eager_fp32 else None),
+                       rotation_matrix=rotation_matrix or None, aten_kernels=pc(*kernels) if eager_fp32 else None),
     )
