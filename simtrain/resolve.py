@@ -54,8 +54,8 @@ def resolve(model: Model, cluster: Cluster, cfg: TrainConfig) -> Resolved:
 def prepare_model(model: Model, cfg: TrainConfig, stack: Stack | None = None) -> Model:
     """The model at cfg's sequence length, with cfg's attention kernel choice (fused "flash" or
     materialised) when the config sets one and the stack's activation, loss, norm and rotary kernels
-    (fused SwiGLU or eager; fused cross-entropy, PyTorch's eager chain or upcast; fused or eager fp32 RMSNorm and rotary) and the
-    cross-entropies its trainer evaluates again for metrics:
+    (fused SwiGLU or eager; fused cross-entropy, PyTorch's or Megatron's chain of kernels, or upcast; fused or
+    eager fp32 RMSNorm and rotary) and the cross-entropies its trainer evaluates again for metrics:
     rebuilt from its architecture spec (cached). ``stack``: the resolved stack when the caller has it
     (:func:`resolve`); else the config's is read."""
     stack = stack if stack is not None else stack_of(cfg)

@@ -150,7 +150,8 @@ class TransformerArch(Spec):
     copy (graph/rules/lookup.py): "eager", PyTorch's ``F.cross_entropy(logits.float())`` uncompiled (36 B
     a logit at 16-bit activations); "in-place", Megatron's unfused ``vocab_parallel_cross_entropy`` (52 B);
     None, the generic single pass (16 B). The stack sets it (``Stack.loss_kernel`` "eager" / "in-place",
-    16-bit activations only: at fp32 the upcast is no copy)."""
+    16-bit activations only: at fp32 the upcast is no copy and the eager chain moves what the generic rule
+    does; Megatron's passes over fp32 logits are not priced apart)."""
     metric_cross_entropies: Annotated[int, Field(ge=0, le=8)] = 0
     """Cross-entropies of the logits evaluated again after each micro-batch's backward, outside autograd,
     for the trainer's metrics (an op ``head/metrics``, forward only). The stack sets it

@@ -32,7 +32,7 @@ touches that value, not the whole tensor it indexes):
 |-------|-------|---------|------------------------------------|-------------------------------------|
 | ``eager``: PyTorch's ``F.cross_entropy(logits.float(), ...)`` uncompiled (torchtitan), or autocast's fp32 cast of the loss input | fw | 3: ``_to_copy`` up, ``_log_softmax``, ``nll_loss_forward`` | 1 / 0 | 4 / 8 |
 | | agrad | 4: ``nll_loss_backward`` (its CUDA fill of the zeroed gradient, then the scatter), ``_log_softmax_backward_data``, ``_to_copy`` down | 0 / 1 | 12 / 8 |
-| ``in-place``: Megatron's ``vocab_parallel_cross_entropy`` unfused (Megatron-Core core_r0.8.0 ``tensor_parallel/cross_entropy.py``; Megatron-LM's of 2021–23 the same passes) | fw | 18: ``_to_copy`` up, ``max``, ``sub_``, ``exp`` (out=), ``sum``, ``div_`` over the logits; 12 on a row each (target mask and shift, the predicted logit's gather, log, loss) | 1 / 0 | 20 / 16 |
+| ``in-place``: Megatron's ``vocab_parallel_cross_entropy`` unfused (Megatron-Core core_r0.8.0 ``tensor_parallel/cross_entropy.py``; Megatron-LM's of 2020 and 2023, 52a5f2f and 285068c8, and BigScience's Megatron-DeepSpeed the same passes, the last with a clone of the fp32 logits first, not priced) | fw | 18: ``_to_copy`` up, ``max``, ``sub_``, ``exp`` (out=), ``sum``, ``div_`` over the logits; 12 on a row each (target mask and shift, the predicted logit's gather, log, loss) | 1 / 0 | 20 / 16 |
 | | agrad | 8: ``mul_`` over the kept softmax and the engine's ``_to_copy`` down; 6 on a row each (the one-hot subtracted in place) | 0 / 1 | 8 / 4 |
 
 At 16-bit activations the eager chain is 14 B forward and 22 B backward a logit (36 B), Megatron's 38 and
@@ -115,7 +115,7 @@ def cross_entropy(*, rows: int, classes: int, fused: bool = False, chain: str | 
     )
     if chain is not None:
         kernels, (rd, wr), (frd, fwr) = LOSS_CHAINS[chain]
-        row_read = FP32_BYTES * r + targets  # nll_loss's gather: one log-probability and one target a row
+        row_read = FP32_BYTES * r + targets  # the loss's gather: one fp32 value and one target a row
         out.update(act_read=pc(rd[0] * n, rd[1] * n), act_write=pc(wr[0] * n, wr[1] * n),
                    fixed_read_bytes=pc(frd[0] * n + row_read, frd[1] * n + targets),
                    fixed_write_bytes=pc(fwr[0] * n + FP32_BYTES * r, fwr[1] * n),
