@@ -13,6 +13,7 @@ from simtrain.cost.compute import device_efficiency
 from simtrain.cost.emulation import emulated_cluster
 from simtrain.cost.precision import Regime, regime
 from simtrain.graph.model import Model
+from simtrain.graph.rules.lookup import LOSS_CHAINS
 from simtrain.specs.efficiency import Efficiency
 from simtrain.specs.hardware import Cluster
 from simtrain.specs.stack import Stack, resolve_stack, stack_of
@@ -75,7 +76,7 @@ def prepare_model(model: Model, cfg: TrainConfig, stack: Stack | None = None) ->
         update["fused_cross_entropy"] = fused_loss
     # PyTorch's eager loss and Megatron's upcast 16-bit logits with a copy kernel and run a chain of kernels
     # in fp32; fp32 logits they take as they are (one pass's traffic: the generic rule)
-    chained = stack.loss_kernel in ("eager", "in-place") and regime(cfg.precision).act_bytes < 4
+    chained = stack.loss_kernel in LOSS_CHAINS and regime(cfg.precision).act_bytes < 4
     chain = stack.loss_kernel if chained else None
     if arch.loss_chain != chain:
         update["loss_chain"] = chain

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from simtrain.cost.compute import memory_seconds
 from simtrain.cost.precision import Regime
+from simtrain.glossary import DTYPE_BYTES, DType
 from simtrain.parallel.comm_task import CommTask
 from simtrain.parallel.fsdp_units import FsdpUnits
 
@@ -98,7 +99,7 @@ def gathered_bytes(pm, stack, reg: Regime) -> float:
     """Bytes one pass of the stage's gathers moves per rank: every parameter in the compute dtype, or in
     fp8 where the stack gathers fp8 (``Stack.fp8_allgather``)."""
     if stack.fp8_allgather and str(reg.precision) == "fp8":
-        return pm.params_count * 1.0  # gathered as fp8 (1 byte), cast once per step on the shard
+        return pm.params_count * DTYPE_BYTES[DType.FP8]  # gathered as fp8, cast once per step on the shard
     return pm.params_count * reg.weight_bytes
 
 
@@ -125,7 +126,7 @@ def reduce_copy_in_share(cfg, lay) -> float:
 def reduced_grad_bytes(stack, reg: Regime) -> float:
     """Bytes per gradient element on the wire of the data-parallel reduction: 4 when the stack reduces
     in fp32 in a mixed-precision regime (``Stack.grad_reduce_fp32``), else the regime's gradient."""
-    return 4.0 if stack.grad_reduce_fp32 and reg.master_bytes else float(reg.grad_bytes)
+    return float(DTYPE_BYTES[DType.FP32]) if stack.grad_reduce_fp32 and reg.master_bytes else float(reg.grad_bytes)
 
 
 def prefetched_exposed_s(gather_s: float, compute_s: float, layers: int, prefetch: int) -> float:

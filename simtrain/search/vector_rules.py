@@ -18,7 +18,7 @@ __all__ = ["exposed_s", "host_bound_s", "bucketed_exposed_s", "prefetched_expose
 
 
 def exposed_s(total_s, overlap_s, slowdown: float):
-    """``CommTask.exposed_s`` (parallel/comm_tasks.py): max(0, total − overlap) + slowdown · hidden."""
+    """``CommTask.exposed_s`` (parallel/comm_task.py): max(0, total − overlap) + slowdown · hidden."""
     hidden = np.minimum(total_s, overlap_s)
     return np.maximum(0.0, total_s - overlap_s) + slowdown * hidden
 
@@ -48,7 +48,7 @@ def step_sync_s(d: dict, fw_task_s, bw_task_s, gather_s, zero_stage, dp_overlap,
     exposed = np.where(dp_overlap, grad_sync_exposed_s(total, d["grad_bytes"], d["bucket"], fw_task_s, hide, windows),
                        total)
     # a ZeRO-3 root unit's reduction (comm_tasks.step_comm, phase step-root) runs after the last op: exposed
-    after = 0 + exposed_s(total * 1, total - exposed, slowdown) + d["grad_root_s"]
+    after = exposed_s(total, total - exposed, slowdown) + d["grad_root_s"]
     hidden = slowdown * np.minimum(total, total - exposed)
     ag = d["ag_s"]
     gathers = (zero_stage >= 1) & (zero_stage < 3)

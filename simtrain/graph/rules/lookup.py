@@ -49,7 +49,7 @@ from simtrain.graph.op import Saved
 from simtrain.graph.rules._util import attrs_of, pc, pos_int
 from simtrain.graph.rules.registry import rule
 
-__all__ = ["embedding", "cross_entropy", "cross_entropy_metric"]
+__all__ = ["embedding", "cross_entropy", "cross_entropy_metric", "LOSS_CHAINS"]
 
 INDEX_BYTES = 8
 FP32_BYTES = 4
