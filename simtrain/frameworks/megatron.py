@@ -84,8 +84,8 @@ MEGATRON_SETTINGS: tuple[Setting, ...] = (
        "flag", False),
     _S("--grad-reduce-in-bf16", "stack.grad_reduce_fp32, stack.grad_buffer_16bit",
        "on → grad_reduce_fp32 False and the gradient buffer (main_grad) in bf16, grad_buffer_16bit True "
-       "(core/distributed/param_and_grad_buffer.py:924); off → True with --bf16 (fp32 reduction forced), "
-       "False with --fp16", "off",
+       "(core/distributed/param_and_grad_buffer.py:924); off → 'bf16', Megatron's own rule: fp32 with --bf16 "
+       "(forced), the 16-bit dtype with --fp16", "off",
        f"{_A}:3053, applied at :1213", "flag", False),
     _S("--accumulate-allreduce-grads-in-fp32", "stack.grad_reduce_fp32", "on → True",
        "off (forced on for bf16)", f"{_A}:3069; megatron/training/training.py:2635", "flag", False),

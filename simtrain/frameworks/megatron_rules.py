@@ -206,7 +206,12 @@ def _precision(a: _Args) -> None:
     if fp8 and a.knobs["fp8_allgather"]:  # the compute weights themselves are fp8 (arguments.py help text)
         a.knobs["fp8_params"] = True
     in_bf16 = a.get("--grad-reduce-in-bf16")
-    a.knobs["grad_reduce_fp32"] = bool(a.get("--accumulate-allreduce-grads-in-fp32")) or bool(bf16 and not in_bf16)
+    if a.get("--accumulate-allreduce-grads-in-fp32"):
+        a.knobs["grad_reduce_fp32"] = True
+    elif in_bf16 or (fp16 and fp8):  # fp8 on fp16: the 16-bit dtype is fp16, which reduces in fp16
+        a.knobs["grad_reduce_fp32"] = False
+    else:  # Megatron's own rule, as the presets say it: forced on for --bf16, off for --fp16
+        a.knobs["grad_reduce_fp32"] = "bf16"
     if in_bf16 and not a.knobs["grad_reduce_fp32"]:  # main_grad takes the reduction's dtype (param_and_grad_buffer.py)
         a.knobs["grad_buffer_16bit"] = True
 
@@ -231,7 +236,8 @@ def _data_parallel(a: _Args, dp: int | None) -> None:
     params = a.get("--ddp-bucket-size")
     if params is None:
         params = max(40_000_000, 1_000_000 * dp) if dp else 40_000_000
-    wide = a.c["precision"] == "fp32" or a.knobs["grad_reduce_fp32"]
+    mode = a.knobs["grad_reduce_fp32"]
+    wide = a.c["precision"] == "fp32" or mode is True or (mode == "bf16" and a.c["precision"] != "fp16")
     a.c["dp_bucket_bytes"] = float(params * (4 if wide else 2))
 
 

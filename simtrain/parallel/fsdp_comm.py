@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from simtrain.cost.compute import memory_seconds
 from simtrain.cost.precision import Regime
-from simtrain.glossary import DTYPE_BYTES, DType
+from simtrain.glossary import DTYPE_BYTES, DType, Precision
 from simtrain.parallel.comm_task import CommTask
 from simtrain.parallel.fsdp_units import FsdpUnits
 
@@ -125,8 +125,11 @@ def reduce_copy_in_share(cfg, lay) -> float:
 
 def reduced_grad_bytes(stack, reg: Regime) -> float:
     """Bytes per gradient element on the wire of the data-parallel reduction: 4 when the stack reduces
-    in fp32 in a mixed-precision regime (``Stack.grad_reduce_fp32``), else the regime's gradient."""
-    return float(DTYPE_BYTES[DType.FP32]) if stack.grad_reduce_fp32 and reg.master_bytes else float(reg.grad_bytes)
+    in fp32 in a mixed-precision regime (``Stack.grad_reduce_fp32``: True in every one, ``"bf16"`` in
+    all but fp16's), else the regime's gradient."""
+    mode = stack.grad_reduce_fp32
+    wide = mode is True or (mode == "bf16" and reg.precision is not Precision.FP16)
+    return float(DTYPE_BYTES[DType.FP32]) if wide and reg.master_bytes else float(reg.grad_bytes)
 
 
 def prefetched_exposed_s(gather_s: float, compute_s: float, layers: int, prefetch: int) -> float:

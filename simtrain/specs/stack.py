@@ -255,15 +255,18 @@ class Stack(Spec):
     Megatron-LM's ``--grad-reduce-in-bf16``, which sets the ``main_grad`` buffer to the parameters'
     dtype (megatron/core/distributed/param_and_grad_buffer.py: ``grad_dtype`` is fp32 only with
     ``grad_reduce_in_fp32``)."""
-    grad_reduce_fp32: bool = False
+    grad_reduce_fp32: bool | Literal["bf16"] = False
     """In a mixed-precision regime the data-parallel gradient reduction (all-reduce or reduce-scatter)
-    runs in fp32, 4 bytes per element on the wire instead of the 16-bit gradient's 2: Megatron-LM /
-    Megatron-Core with bf16 (``accumulate_allreduce_grads_in_fp32`` is forced on for bf16 unless
-    ``--grad-reduce-in-bf16``: training/arguments.py), torchtitan (``mixed_precision_reduce =
-    "float32"``, its default), Composer FSDP mixed precision ``DEFAULT`` (``reduce_dtype`` fp32), and
-    Meta's Llama 3 ("reduce-scatter gradients in FP32 across data parallel workers in FSDP", §3.3.2).
-    False: reduced in the gradient's own dtype (DeepSpeed's ``communication_data_type`` default,
-    Megatron-LM in fp16)."""
+    runs in fp32, 4 bytes per element on the wire instead of the 16-bit gradient's 2. True: in every
+    mixed-precision regime — torchtitan (``mixed_precision_reduce = "float32"``, its default), Composer
+    FSDP mixed precision ``DEFAULT`` (``reduce_dtype`` fp32), Meta's Llama 3 ("reduce-scatter
+    gradients in FP32 across data parallel workers in FSDP", §3.3.2). ``"bf16"``: only where the
+    16-bit dtype is bf16 (bf16, and fp8 on top of bf16), while fp16 reduces in fp16 — Megatron-LM and
+    Megatron-Core, whose arguments force ``accumulate_allreduce_grads_in_fp32`` on for ``--bf16``
+    ("bfloat16 requires gradient accumulation and all-reduce to be done in fp32", megatron/arguments.py
+    since Megatron-LM's bf16 support, e.g. @285068c8; Megatron-Core's training/arguments.py keeps it
+    unless ``--grad-reduce-in-bf16``) and leave it off for ``--fp16``. False: reduced in the gradient's
+    own dtype (DeepSpeed's ``communication_data_type`` default)."""
     grad_sync_every_micro_batch_from_zero: Annotated[int, Field(ge=0, le=3)] | None = None
     """From this ZeRO stage up, the data-parallel gradient reduction runs in every micro-batch's
     backward under gradient accumulation, not once after the last. PyTorch FSDP / FSDP2 reduce-scatter

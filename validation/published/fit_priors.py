@@ -253,7 +253,7 @@ def leave_one_source_out(rows: list[PoolRow]) -> dict[str, list[float]]:
 NOT_WRITTEN = {"megatron-lm": "the preset is the 2021-22 Megatron-LM of Narayanan et al. Table 1 and Korthikanti "
                               "et al. Table 5, which it reproduces zero-shot within 2-9 % with no idle gaps "
                               "(tests/golden/test_published_cases.py); MegaScale's 2023 baseline rows ask for "
-                              "14 % more: a newer code base, not this preset"}
+                              "9 % more: a newer code base, not this preset"}
 """Stacks whose fitted knobs are printed but not written, with the reason."""
 
 

@@ -60,7 +60,13 @@ and was re-run by the Oct 2023 sweep.sh on ``mosaicml/pytorch:2.1.0``, where the
 _TT_DEFAULTS = ("torchtitan defaults: bf16 params / fp32 reduce, no torch.compile, no float8, SDPA flash "
                 "attention, AdamW", "cluster network not stated: 8 x HDR 200 Gb/s per node", TT_FOREACH)
 _MEGATRON_DEFAULTS = ("Megatron-LM defaults for what Table 2 does not print: micro-batch 1, distributed optimizer "
-                      "off (ZeRO 0), DP overlap on",
+                      "off (ZeRO 0)",
+                      "gradient all-reduce after the backward, not overlapped (the preset's dp_overlap off): "
+                      "megatron/arguments.py @285068c8 has no overlap option, and MegaScale's Table 3 credits "
+                      "'DP overlap' (+1.5 % MFU) to MegaScale over this baseline; in fp32, as @285068c8 forces "
+                      "accumulate_allreduce_grads_in_fp32 for --bf16 (the preset's grad_reduce_fp32 'bf16', "
+                      "since 2026-12-06; until then the row all-reduced bf16 gradients and this line read "
+                      "'DP overlap on', which the preset never ran)",
                       "selective activation recompute with sequence parallelism: Megatron-LM's README at 285068c8 "
                       "calls selective recompute 'the default and recommended in almost all cases' and documents "
                       "--sequence-parallel; the run fitted in 80 GB, which with neither (59.5 GiB of activations "
