@@ -19,7 +19,7 @@ import math
 from simtrain.cost.data_pipeline import pipeline_times
 from simtrain.cost.emulation import emulation_warning
 from simtrain.cost.fpga import execution_problems
-from simtrain.cost.realisation import interference_s, realisation_lines
+from simtrain.cost.realisation import hosts_of, interference_s, realisation_lines
 from simtrain.errors import SimtrainError, SpecError
 from simtrain.graph.model import Model
 from simtrain.graph.summary import MATRIX_CLASSES
@@ -119,7 +119,7 @@ def compose(model: Model, cluster: Cluster, cfg: TrainConfig, program: RankProgr
     if finish_s is None:
         finish_s = schedule_finish_s(program, cfg.pipeline_schedule)
     waits = [_sync_wait_s(program.efficiency, lay, st) for st in stages]
-    lines = [_realisation(program, st, f) for st, f in zip(stages, finish_s, strict=True)]
+    lines = [_realisation(program, st, f, cluster.node.devices_count) for st, f in zip(stages, finish_s, strict=True)]
     ends = [f + w + st.sync_after_s + st.optimizer_s + sum(x.values())
             for f, w, st, x in zip(finish_s, waits, stages, lines, strict=True)]
     last = max(range(len(stages)), key=ends.__getitem__)
@@ -212,12 +212,13 @@ def _breakdown(ender, m: int, finish_s: float, wait_s: float, paired_s: float = 
             "optimizer": ender.optimizer_s, "interference": interference}
 
 
-def _realisation(program: RankProgram, stage, span_s: float) -> dict:
+def _realisation(program: RankProgram, stage, span_s: float, devices_per_node: int) -> dict:
     """The stack's realisation lines of one pipeline rank (cost/realisation.py): idle gaps, host gaps
-    and the wait for stragglers among the job's ranks."""
+    and the wait for stragglers among the job's ranks and hosts."""
     lay = program.layout
-    return realisation_lines(program.cfg.stack, stage, lay.micro_batches, span_s,
-                             lay.dp * lay.tp * lay.pp * lay.cp, program.efficiency.rank_jitter_sigma)
+    ranks = lay.dp * lay.tp * lay.pp * lay.cp
+    return realisation_lines(program.cfg.stack, stage, lay.micro_batches, span_s, ranks,
+                             program.efficiency.rank_jitter_sigma, hosts_of(ranks, devices_per_node))
 
 
 def _value(sourced):

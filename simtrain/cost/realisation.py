@@ -16,7 +16,9 @@ these is a line of ``StepReport.time_breakdown_s`` with its own knob on the stac
 * ``host_gaps`` — ``kernel_gap_s`` per kernel on the critical rank, scaled the same way;
 * ``stragglers`` — the wait for the slowest of the job's ranks with the stack's rank variation
   (``straggler_sigma``, cost/variability.py), over what the device's own measured jitter already
-  charges inside ``comm_exposed``.
+  charges inside ``comm_exposed``; plus the span a persistently slow host costs, times the chance
+  that the job's hosts include one (``slow_host_fraction``, ``slow_host_step_loss``:
+  :func:`slow_host_share`).
 
 The stack's knobs are fitted on public runs (validation/published/fit_priors.py); the reference
 stack leaves them all at zero.
@@ -26,10 +28,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from simtrain.glossary import OpClass
 
 __all__ = ["interference_slowdown", "comm_sm_share", "attention_realised", "scaled_attention_kernels",
-           "realisation_lines", "interference_s", "hidden_cost_s", "STEP_LINES", "step_scaled",
+           "realisation_lines", "slow_host_share", "slow_host_shares", "hosts_of", "interference_s", "hidden_cost_s", "STEP_LINES", "step_scaled",
            "cpu_comm_compute_slowdown", "COLLECTIVE_THREADS_PER_RANK"]
 
 STEP_LINES = ("idle_gaps", "host_gaps", "stragglers")
@@ -84,17 +88,38 @@ def interference_s(stage, micro_batches: int) -> float:
 
 
 def step_scaled(stack) -> bool:
-    """True when the stack's realisation is at most an idle share (no host gaps, no stragglers): the
-    step is then its span stretched by one factor, which the vectorized path factors exactly."""
+    """True when the stack's realisation stretches the span by shares only (idle gaps, slow hosts; no
+    host gaps, no rank variation): the step is then its span stretched by one factor per point, which
+    the vectorized path factors exactly."""
     return stack.kernel_gap_s == 0 and stack.straggler_sigma == 0
 
 
-def realisation_lines(stack, stage, micro_batches: int, span_s: float, ranks: int, device_sigma: float) -> dict:
+def hosts_of(ranks: int, devices_per_node: int) -> int:
+    """Hosts (nodes) a job of ``ranks`` ranks spans, ``devices_per_node`` to a host."""
+    return -(-ranks // max(1, devices_per_node))
+
+
+def slow_host_share(stack, hosts) -> float:
+    """Expected share of the span lost to persistently slow hosts: ``slow_host_step_loss`` × the chance
+    that at least one of the job's ``hosts`` is slow, ``1 − (1 − slow_host_fraction)^hosts`` (each host
+    slow independently; MegaScale §5.1 and §6.3, ``Stack.slow_host_fraction``)."""
+    return slow_host_shares(stack.slow_host_fraction, stack.slow_host_step_loss, hosts)
+
+
+def slow_host_shares(fraction, loss, hosts):
+    """:func:`slow_host_share` on arrays (the vectorized sweep's points): ``loss · (1 − (1 − q)^hosts)``,
+    as ``−expm1(hosts · log1p(−q))`` so that a rare q keeps its precision."""
+    return loss * -np.expm1(hosts * np.log1p(-np.asarray(fraction, dtype=float)))
+
+
+def realisation_lines(stack, stage, micro_batches: int, span_s: float, ranks: int, device_sigma: float,
+                      hosts: int = 1) -> dict:
     """``idle_gaps``, ``host_gaps`` and ``stragglers`` seconds of one step on the critical rank.
 
     ``span_s``: the rank's pipeline span (first forward to last backward, bubbles included); the
     stage's own work is ``micro_batches`` × its micro-batch time, so the span over that is how much a
-    per-kernel gap on every stage stretches the schedule."""
+    per-kernel gap on every stage stretches the schedule. ``hosts``: the nodes the job spans (a slow
+    one gates its pipeline's whole span, and the data-parallel sync makes every rank wait for it)."""
     from simtrain.cost.variability import sync_wait_seconds
     own_s = micro_batches * stage.microbatch_s
     stretch = span_s / own_s if own_s > 0 else 1.0
@@ -105,7 +130,7 @@ def realisation_lines(stack, stage, micro_batches: int, span_s: float, ranks: in
         stragglers = sync_wait_seconds(work_s, ranks, sigma) - sync_wait_seconds(work_s, ranks, device_sigma)
     return {"idle_gaps": stack.idle_gap_fraction * span_s,
             "host_gaps": stack.kernel_gap_s * micro_batches * stage.kernels * stretch,
-            "stragglers": max(0.0, stragglers)}
+            "stragglers": max(0.0, stragglers) + float(slow_host_share(stack, hosts)) * span_s}
 
 
 COLLECTIVE_THREADS_PER_RANK = 1

@@ -72,8 +72,13 @@ class _Setting:
     every_mb: bool = False
     """The stack reduces gradients in every micro-batch's backward at this ZeRO stage
     (``Stack.syncs_every_micro_batch``)."""
+    slow_host_fraction: float = 0.0
+    """The stack's slow hosts (``Stack.slow_host_fraction``, ``slow_host_step_loss``): each point's span
+    stretched by their expected share over its hosts (cost/realisation.py ``slow_host_share``)."""
+    slow_host_step_loss: float = 0.0
     knobs = ("prefetch", "slow", "host_dispatch_s", "waits", "zero", "dp_overlap", "overhead", "reserve",
-             "workspace", "flops_per_sample", "peak_flops_per_s", "idle", "every_mb")
+             "workspace", "flops_per_sample", "peak_flops_per_s", "idle", "every_mb", "slow_host_fraction",
+             "slow_host_step_loss")
 
 
 def _code(table: dict, value) -> int:
@@ -94,9 +99,9 @@ def _vectorizable(r) -> bool:
 
 
 def _step_scaled(cfg) -> bool:
-    """The stack's realisation is an idle share at most (cost/realisation.py ``step_scaled``): the
-    factoring stretches each rank's span by it (vector_core.evaluate_group); host gaps and stragglers it
-    has no term for."""
+    """The stack's realisation is shares of the span at most, idle gaps and slow hosts
+    (cost/realisation.py ``step_scaled``): the factoring stretches each rank's span by them
+    (vector_core.evaluate_group); host gaps and the ranks' variation it has no term for."""
     from simtrain.cost.realisation import step_scaled
     return step_scaled(cfg.stack)
 
@@ -145,11 +150,13 @@ def _setting(model, cluster, fields: dict, tables: dict):
                     overhead_fraction(cfg, stack) * cluster.device.usable_memory_bytes,
                     stack.allocator_reserve_fraction, stack.workspace_bytes,
                     _model_flops_per_sample(prepared, cfg.attention_flops), peak, stack.idle_gap_fraction,
-                    r.efficiency, stack.syncs_every_micro_batch(cfg.zero_stage)), None
+                    r.efficiency, stack.syncs_every_micro_batch(cfg.zero_stage), stack.slow_host_fraction,
+                    stack.slow_host_step_loss), None
 
 
 _OUTPUTS = ("step_time_s", "mfu", "hfu", "memory_bytes", "memory_reserved_bytes", "micro_batches", "compute_s",
-            "recompute_s", "optimizer_s", "bubble_s", "comm_exposed_s", "interference_s", "idle_gaps_s")
+            "recompute_s", "optimizer_s", "bubble_s", "comm_exposed_s", "interference_s", "idle_gaps_s",
+            "stragglers_s")
 #: what the sweep's rows need besides (arrays kept with ``frame=False``, not DataFrame columns)
 _DETAILS = ("peak_stage", "memory_bound_share", "model_flops", "hardware_flops", "peak_flops_per_s",
             *(f"mem_{t}" for t in MEMORY_TERMS))
@@ -355,7 +362,7 @@ def _scalar_points(idx, model, base, l_vals, s_vals, l_inv, s_inv, layouts, code
                     memory_reserved_bytes=r.memory.reserved_bytes, micro_batches=r.layout["micro_batches"],
                     compute_s=b["compute"], recompute_s=b["recompute"], optimizer_s=b["optimizer"],
                     bubble_s=b["pipeline_bubble"], comm_exposed_s=b["comm_exposed"],
-                    interference_s=b["interference"], idle_gaps_s=b["idle_gaps"])
+                    interference_s=b["interference"], idle_gaps_s=b["idle_gaps"], stragglers_s=b["stragglers"])
         for k, v in vals.items():
             out[k][i] = v
         out["feasible"][i] = r.feasible

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import numpy as np
 
 import simtrain.search.vector_rules as rules
-from simtrain.cost.realisation import hidden_cost_s
+from simtrain.cost.realisation import hidden_cost_s, slow_host_shares
 from simtrain.parallel.comm import ClusterComm
 from simtrain.parallel.comm_tasks import _exposed, microbatch_comm, step_comm
 from simtrain.parallel.fsdp_comm import (
@@ -279,20 +279,23 @@ def evaluate_group(cluster, p: int, v: int, schedule, model, settings, c: dict, 
     for j, m in enumerate(ms):
         rows = np.flatnonzero(inv.reshape(-1) == j)
         finish[rows] = pipeline_finish_many(fw_task[rows], bw_task[rows], int(m), schedule, v, before[rows])
-    # the stack's idle gaps stretch each rank's span (cost/realisation.py realisation_lines), added last
-    # in the estimator's order (span, sync after, optimizer, idle) so both paths round alike
-    ends = finish + col("after") + col("opt_s") + k["idle"][:, None] * finish
+    # the stack's idle gaps and slow hosts stretch each rank's span (cost/realisation.py realisation_lines),
+    # added last in the estimator's order (span, sync after, optimizer, idle + stragglers) so both paths
+    # round alike
+    hosts = -(-(c["dp"] * c["tp"] * p * c["cp"]) // max(1, g.cluster.node.devices_count))
+    slow_share = slow_host_shares(k["slow_host_fraction"], k["slow_host_step_loss"], hosts)
+    ends = finish + col("after") + col("opt_s") + (k["idle"][:, None] * finish + slow_share[:, None] * finish)
     last = np.argmax(ends, axis=1)
     pick = lambda a: a[np.arange(len(last)), last]  # noqa: E731
     step = pick(ends)
-    return _results(g, per, k, step, last, pick, finish)
+    return _results(g, per, k, step, last, pick, finish, slow_share)
 
 
 #: the peak rank's memory terms (``MemoryReport`` fields without ``_bytes``), gathered per point
 MEMORY_TERMS = MEMORY_TERM_NAMES[:6]  # "reserve" is reserved − allocated
 
 
-def _results(g: _Group, per, k, step, last, pick, finish) -> dict:
+def _results(g: _Group, per, k, step, last, pick, finish, slow_share) -> dict:
     c, m = g.c, g.m
     mems = [_stage_memory(g, s, t, k) for s, t in enumerate(per)]
     best = np.zeros(len(step), dtype=np.int64)
@@ -327,5 +330,6 @@ def _results(g: _Group, per, k, step, last, pick, finish) -> dict:
             "bubble_s": np.maximum(0.0, pick(finish) - (before + m * micro)),
             "comm_exposed_s": m * pick(col("exposed_mb")) + before + after - interference,
             "interference_s": interference, "idle_gaps_s": k["idle"] * pick(finish),
+            "stragglers_s": slow_share * pick(finish),
             "memory_bound_share": pick(col("mem")) / np.maximum(fw + bw, 1e-30),
             "model_flops": model_flops, "hardware_flops": hw_flops, "peak_flops_per_s": peak, **terms}

@@ -42,10 +42,10 @@ __all__ = ["auto_table", "auto_rows", "grid_codes", "point_keys", "point_at"]
 
 _BOTTLENECKS = np.array(["compute", "memory_bandwidth", "communication", "data", "bubble"], dtype=object)
 #: breakdown parts the vectorized path computes (the others are 0 on every point it covers: no data
-#: pipeline, no host gaps, no stragglers — vector._vectorizable)
+#: pipeline, no host gaps, no rank variation — vector._vectorizable; slow hosts are a share of the span)
 _PARTS = {"compute": "compute_s", "recompute": "recompute_s", "comm_exposed": "comm_exposed_s",
           "pipeline_bubble": "bubble_s", "optimizer": "optimizer_s", "interference": "interference_s",
-          "idle_gaps": "idle_gaps_s"}
+          "idle_gaps": "idle_gaps_s", "stragglers": "stragglers_s"}
 
 
 def grid_codes(grid: dict[str, list]) -> tuple[list[str], dict, dict]:

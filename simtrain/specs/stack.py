@@ -185,6 +185,19 @@ class Stack(Spec):
     pauses, thermal / power throttling differences, data imbalance). A synchronous step waits for the
     slowest of N ranks: ``E[max of N] − 1`` times the work (cost/variability.py), which grows with the
     job's size (MegaScale §5 on stragglers at scale). Charged as the ``stragglers`` line; 0 = none."""
+    slow_host_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    """Realisation: share of a fleet's hosts (nodes) that run persistently slow. A synchronous job whose
+    hosts include at least one waits for it, which happens with probability ``1 − (1 − q)^hosts``: rare
+    on a few nodes, near certain on thousands (cost/realisation.py ``slow_host_share``). MegaScale
+    (Jiang et al., NSDI '24) §5.1: "a minor fraction of machines (approximately 0.5%) exhibit
+    substantially slower performance", the step "predominantly determined by the slowest machine's
+    performance"; §6.3: such hosts "took approximately 10% more time to execute the same forward
+    computations". 0 = none."""
+    slow_host_step_loss: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """Realisation: share of the pipeline span a step loses when a slow host (``slow_host_fraction``) is
+    among its hosts, charged as part of the ``stragglers`` line. MegaScale §6.3: removing them gave "an
+    approximate 0.7% improvement in MFU" (points, as the paper states MFU gains; of the 55.2 % its 175B
+    reaches on 12,288 GPUs, Table 2): 0.7 / 55.2 ≈ 0.013 of the step."""
     fsdp_prefetch_layers: Annotated[int, Field(ge=0, le=64)] = 1
     """ZeRO-3 / FSDP: how many layers ahead parameters are all-gathered (0 = gathered on demand,
     fully exposed; 1 = FSDP's default forward/backward prefetch)."""

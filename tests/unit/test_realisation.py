@@ -8,7 +8,14 @@ from types import SimpleNamespace
 import pytest
 
 import simtrain as st
-from simtrain.cost.realisation import comm_sm_share, interference_s, interference_slowdown, realisation_lines
+from simtrain.cost.realisation import (
+    comm_sm_share,
+    hosts_of,
+    interference_s,
+    interference_slowdown,
+    realisation_lines,
+    slow_host_share,
+)
 from simtrain.cost.variability import sync_wait_seconds
 from simtrain.parallel.comm_tasks import CommTask
 
@@ -35,6 +42,30 @@ def test_stragglers_are_the_extra_wait_over_the_device_jitter():
     expected = sync_wait_seconds(work, 64, 0.05) - sync_wait_seconds(work, 64, 0.03)  # hypot(0.03, 0.04)
     assert lines["stragglers"] == pytest.approx(expected) and expected > 0
     assert realisation_lines(stack, _stage(), 4, 12.0, 1, 0.0)["stragglers"] == 0.0  # one rank waits for nobody
+
+
+def test_slow_hosts_cost_their_loss_times_the_chance_one_is_among_the_hosts():
+    """q = 0.5 % of hosts slow, a step with one losing 1.3 % of its 12 s span: on 1 host 0.013 × 0.005 ×
+    12 s = 0.78 ms; on 100 hosts 0.013 × (1 − 0.995^100) × 12 s = 0.0613 s; on 10,000 the whole 0.156 s."""
+    stack = st.load_stack("reference").with_overrides(slow_host_fraction=0.005, slow_host_step_loss=0.013)
+    at = lambda hosts: realisation_lines(stack, _stage(), 4, 12.0, 8 * hosts, 0.0, hosts)["stragglers"]  # noqa: E731
+    assert at(1) == pytest.approx(0.013 * 0.005 * 12.0)
+    assert at(100) == pytest.approx(0.013 * (1 - 0.995 ** 100) * 12.0)
+    assert at(10_000) == pytest.approx(0.013 * 12.0, rel=1e-12)
+    assert slow_host_share(stack, 100) == pytest.approx(0.013 * (1 - 0.995 ** 100))
+    assert slow_host_share(st.load_stack("reference"), 10_000) == 0.0  # the reference stack: none
+
+
+def test_hosts_of_rounds_up_to_whole_nodes():
+    assert (hosts_of(8, 8), hosts_of(9, 8), hosts_of(16_384, 8), hosts_of(3, 1)) == (1, 2, 2048, 3)
+
+
+def test_slow_hosts_are_a_fleet_figure_in_every_gpu_preset_and_not_in_the_reference():
+    for name in ("megatron-core", "megatron-lm", "deepspeed", "fsdp2", "fsdp2-compile", "llm-foundry", "ddp",
+                 "generic-gpu"):
+        s = st.load_stack(name)
+        assert (s.slow_host_fraction, s.slow_host_step_loss) == (0.005, 0.013), name
+    assert st.load_stack("reference").slow_host_step_loss == 0.0
 
 
 def test_interference_is_the_hidden_comm_times_the_slowdown():
@@ -66,7 +97,7 @@ def test_lines_are_in_the_breakdown_and_add_up_to_the_step():
     assert {"interference", "idle_gaps", "host_gaps", "stragglers"} <= set(b)
     assert b["idle_gaps"] > 0 and b["host_gaps"] > 0 and b["stragglers"] > 0
     assert sum(b.values()) == pytest.approx(r.step_time_s, rel=1e-9)
-    base = _report(idle_gap_fraction=0.0, kernel_gap_s=0.0, straggler_sigma=0.0)
+    base = _report(idle_gap_fraction=0.0, kernel_gap_s=0.0, straggler_sigma=0.0, slow_host_step_loss=0.0)
     extra = b["idle_gaps"] + b["host_gaps"] + b["stragglers"]
     assert r.step_time_s == pytest.approx(base.step_time_s + extra, rel=1e-9)
 

@@ -43,9 +43,10 @@ def _assert_equal_to_scalar(model, cluster, base, points) -> int:
             continue
         assert row.valid, (p, row.reasons)
         got = (row.step_time_s, row.mfu, row.hfu, row.memory_bytes, row.memory_reserved_bytes,
-               row.compute_s, row.bubble_s)
+               row.compute_s, row.bubble_s, row.stragglers_s)
         want = (r.step_time_s, r.mfu, r.hfu, r.memory.total_bytes, r.memory.reserved_bytes,
-                r.time_breakdown_s["compute"], r.time_breakdown_s["pipeline_bubble"])
+                r.time_breakdown_s["compute"], r.time_breakdown_s["pipeline_bubble"],
+                r.time_breakdown_s["stragglers"])
         assert got == pytest.approx(want, rel=1e-9, abs=1e-12), p
         checked += 1
     return checked
@@ -70,6 +71,19 @@ def test_fp8_on_hopper_with_and_without_the_weight_cache():
             "stack": ["megatron-core", st.load_stack("megatron-core").with_overrides(fp8_weight_cache=False), "fsdp2"]}
     base = st.TrainConfig(global_batch_size=64, seq_len=1024)
     assert _assert_equal_to_scalar(model, cluster, base, _random_points(axes, 40, seed=7)) >= 15
+
+
+def test_slow_hosts_over_jobs_of_one_to_a_hundred_nodes():
+    """The stragglers line of persistently slow hosts grows with the hosts a point spans (1 − 0.995^hosts),
+    and the vector path prices it per point as the scalar estimate does; the reference stack has none."""
+    model, cluster = st.load_model("gpt2-medium"), st.load_cluster("dgx-a100-80gb")
+    axes = {"nodes": [1, 16, 100], "tp": [1, 8], "pp": [1, 2], "micro_batch_size": [1, 2],
+            "stack": ["megatron-core", "fsdp2", "reference"]}
+    base = st.TrainConfig(global_batch_size=1600, seq_len=1024, precision="bf16")
+    assert _assert_equal_to_scalar(model, cluster, base, _random_points(axes, 30, seed=11)) >= 15
+    df = estimate_points(model, cluster, base, [{"nodes": n, "stack": "fsdp2"} for n in (1, 100)])
+    share = df.stragglers_s / (df.step_time_s - df.optimizer_s - df.idle_gaps_s - df.stragglers_s)
+    assert share.iloc[1] > 50 * share.iloc[0] > 0  # 0.013 · 0.39 against 0.013 · 0.005
 
 
 def test_fsdp2_with_and_without_the_gathers_copy_out():
