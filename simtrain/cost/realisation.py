@@ -94,8 +94,9 @@ def step_scaled(stack) -> bool:
     return stack.kernel_gap_s == 0 and stack.straggler_sigma == 0
 
 
-def hosts_of(ranks: int, devices_per_node: int) -> int:
-    """Hosts (nodes) a job of ``ranks`` ranks spans, ``devices_per_node`` to a host."""
+def hosts_of(ranks, devices_per_node: int):
+    """Hosts (nodes) a job of ``ranks`` ranks spans, ``devices_per_node`` to a host (``ranks`` an int or
+    an integer array)."""
     return -(-ranks // max(1, devices_per_node))
 
 

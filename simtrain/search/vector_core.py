@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import numpy as np
 
 import simtrain.search.vector_rules as rules
-from simtrain.cost.realisation import hidden_cost_s, slow_host_shares
+from simtrain.cost.realisation import hidden_cost_s, hosts_of, slow_host_shares
 from simtrain.parallel.comm import ClusterComm
 from simtrain.parallel.comm_tasks import _exposed, microbatch_comm, step_comm
 from simtrain.parallel.fsdp_comm import (
@@ -282,7 +282,7 @@ def evaluate_group(cluster, p: int, v: int, schedule, model, settings, c: dict, 
     # the stack's idle gaps and slow hosts stretch each rank's span (cost/realisation.py realisation_lines),
     # added last in the estimator's order (span, sync after, optimizer, idle + stragglers) so both paths
     # round alike
-    hosts = -(-(c["dp"] * c["tp"] * p * c["cp"]) // max(1, g.cluster.node.devices_count))
+    hosts = hosts_of(c["dp"] * c["tp"] * p * c["cp"], g.cluster.node.devices_count)
     slow_share = slow_host_shares(k["slow_host_fraction"], k["slow_host_step_loss"], hosts)
     ends = finish + col("after") + col("opt_s") + (k["idle"][:, None] * finish + slow_share[:, None] * finish)
     last = np.argmax(ends, axis=1)
