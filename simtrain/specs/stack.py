@@ -22,7 +22,7 @@ import functools
 from importlib import resources
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from simtrain.specs.base import Seconds, Spec
 
@@ -321,6 +321,14 @@ class Stack(Spec):
     reserved = allocated · (1 + this) + workspace_bytes."""
     workspace_bytes: Annotated[float, Field(ge=0, le=1e12)] = 0.0
     """Memory outside the allocator's tensors: CUDA context, NCCL buffers, cuBLAS / cuDNN workspaces."""
+
+    @field_validator("grad_reduce_fp32", mode="before")
+    @classmethod
+    def _reduce_mode(cls, value):
+        """One message for the union (pydantic would give one per member)."""
+        if value is True or value is False or value == "bf16":
+            return value
+        raise ValueError("Input should be true, false or 'bf16' (fp32 only where the 16-bit dtype is bf16)")
 
     def with_overrides(self, **knobs) -> Stack:
         """A copy with ``knobs`` replaced, validated like a file (unknown knobs are an error)."""

@@ -57,3 +57,8 @@ def test_megatron_lm_bf16_all_reduce_moves_twice_fp16s_bytes():
 def test_an_unknown_mode_names_the_field():
     with pytest.raises((SpecError, ValueError), match="grad_reduce_fp32"):
         st.load_stack("reference").with_overrides(grad_reduce_fp32="fp16")
+
+
+def test_a_bad_mode_in_a_config_gets_one_message_with_the_valid_values():
+    with pytest.raises(SpecError, match=r"stack\.grad_reduce_fp32: .*true, false or 'bf16'"):
+        st.TrainConfig(global_batch_size=8, stack={"preset": "megatron-core", "grad_reduce_fp32": "fp32"})
