@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from simtrain.cost.op_cost import runs_in_fp8, saved_bytes, shard_factors
 from simtrain.cost.optimizer import state_elements
 from simtrain.cost.precision import Regime
-from simtrain.glossary import DTYPE_BYTES, DType, OptimizerKind
+from simtrain.glossary import DTYPE_BYTES, DType, OptimizerKind, Precision
 from simtrain.graph.op import Op
 
 __all__ = ["ParamMemory", "param_memory", "zero_degree", "activation_bytes_per_microbatch", "attention_core_saved",
@@ -96,7 +96,7 @@ def _param_shares(items, optimizer: OptimizerKind, tp: int, sp: bool, ep: int,
 def param_memory(items, reg: Regime, optimizer: OptimizerKind, *, tp: int, sp: bool, ep: int,
                  dp: int, zero_stage: int, frozen_prefixes: tuple[str, ...] = (),
                  accumulating: bool = False, cp: int = 1, grad_fp32_buffer: bool = False,
-                 grad_buffer_16bit: bool = False, fp8_params: bool = False) -> ParamMemory:
+                 grad_buffer_16bit: bool | str = False, fp8_params: bool = False) -> ParamMemory:
     """Parameter-side bytes on one rank holding ``items``: (op, count) pairs, or bare ops.
 
     Per trainable parameter (Rajbhandari et al. 2020 §5, Ψ parameters, N_d = :func:`zero_degree`):
@@ -106,9 +106,11 @@ def param_memory(items, reg: Regime, optimizer: OptimizerKind, *, tp: int, sp: b
     gradient is accumulated as soon as it is computed — Megatron-core docs, "Distributed Optimizer":
     bf16 params + fp32 grads = 18 B/param, 6 + 12/d with the distributed optimizer) (÷ N_d at stage
     ≥ 2); optimizer ``master_bytes`` + K·``state_bytes`` (÷ N_d at stage ≥ 1). ``grad_buffer_16bit``:
-    that buffer in the 16-bit gradient dtype (Megatron's ``--grad-reduce-in-bf16``). ``fp8_params``:
+    that buffer in the 16-bit gradient dtype (True: Megatron's ``--grad-reduce-in-bf16``; ``"fp16"``:
+    under fp16 only, Megatron's default). ``fp8_params``:
     the weights of the ops whose GEMMs run in fp8 take 1 byte (``Stack.fp8_params``)."""
     total = trainable = params_b = grads_b = optim_b = 0.0
+    sixteen = grad_buffer_16bit is True or (grad_buffer_16bit == "fp16" and reg.precision is Precision.FP16)
     fp8_of = (lambda op: runs_in_fp8(op, reg)) if fp8_params else None
     for expert, (weights, train, state, in_fp8) in _param_shares(items, optimizer, tp, sp, ep, frozen_prefixes,
                                                                  fp8_of).items():
@@ -117,7 +119,7 @@ def param_memory(items, reg: Regime, optimizer: OptimizerKind, *, tp: int, sp: b
         g, o = train * reg.grad_bytes, train * reg.master_bytes + state * reg.state_bytes
         if grad_fp32_buffer and reg.master_bytes:
             # main_grad: the 16-bit gradient lands in it and is not kept
-            g = train * (reg.grad_bytes if grad_buffer_16bit else FP32_BYTES)
+            g = train * (reg.grad_bytes if sixteen else FP32_BYTES)
         elif accumulating and reg.master_bytes:
             g += train * FP32_BYTES
         params_b += p / (n_d if zero_stage >= 3 else 1)

@@ -87,7 +87,8 @@ MEGATRON_SETTINGS: tuple[Setting, ...] = (
        "(core/distributed/param_and_grad_buffer.py:924); off → 'bf16', Megatron's own rule: fp32 with --bf16 "
        "(forced), the 16-bit dtype with --fp16", "off",
        f"{_A}:3053, applied at :1213", "flag", False),
-    _S("--accumulate-allreduce-grads-in-fp32", "stack.grad_reduce_fp32", "on → True",
+    _S("--accumulate-allreduce-grads-in-fp32", "stack.grad_reduce_fp32, stack.grad_buffer_16bit",
+       "on → True, and the gradient buffer (main_grad) in fp32 (grad_buffer_16bit False)",
        "off (forced on for bf16)", f"{_A}:3069; megatron/training/training.py:2635", "flag", False),
     _S("--optimizer", "optimizer",
        "adam → adamw (Megatron's Adam decouples weight decay), sgd → momentum (--sgd-momentum 0.9)", "adam",

@@ -212,7 +212,11 @@ def _precision(a: _Args) -> None:
         a.knobs["grad_reduce_fp32"] = False
     else:  # Megatron's own rule, as the presets say it: forced on for --bf16, off for --fp16
         a.knobs["grad_reduce_fp32"] = "bf16"
-    if in_bf16 and not a.knobs["grad_reduce_fp32"]:  # main_grad takes the reduction's dtype (param_and_grad_buffer.py)
+    # main_grad takes the reduction's dtype (param_and_grad_buffer.py): the presets' "fp16" says Megatron's
+    # default (fp32 under --bf16, fp16 under --fp16); a flag that fixes the reduction's dtype fixes the buffer's
+    if a.knobs["grad_reduce_fp32"] is True:
+        a.knobs["grad_buffer_16bit"] = False
+    elif a.knobs["grad_reduce_fp32"] is False:
         a.knobs["grad_buffer_16bit"] = True
 
 

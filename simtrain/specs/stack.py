@@ -263,11 +263,15 @@ class Stack(Spec):
     (1 byte per parameter; the fp32 master copy stays with the optimizer): Megatron-LM's
     ``--fp8-param-gather`` ("keep the compute param in fp8 … and perform the param all-gather in
     fp8"; Transformer Engine ``fp8_model_init``). False: 16-bit weights, cast on the fly."""
-    grad_buffer_16bit: bool = False
-    """With ``grad_fp32_buffer``: the buffer holds 16-bit gradients instead (2 bytes per parameter) —
-    Megatron-LM's ``--grad-reduce-in-bf16``, which sets the ``main_grad`` buffer to the parameters'
-    dtype (megatron/core/distributed/param_and_grad_buffer.py: ``grad_dtype`` is fp32 only with
-    ``grad_reduce_in_fp32``)."""
+    grad_buffer_16bit: bool | Literal["fp16"] = False
+    """With ``grad_fp32_buffer``: the buffer holds 16-bit gradients instead (2 bytes per parameter).
+    True: always — Megatron-LM's ``--grad-reduce-in-bf16``, which sets the ``main_grad`` buffer to the
+    parameters' dtype (megatron/core/distributed/param_and_grad_buffer.py: ``grad_dtype`` is fp32 only
+    with ``grad_reduce_in_fp32``). ``"fp16"``: only under fp16 — Megatron's own rule, the buffer in fp32
+    exactly when the gradients are accumulated and reduced in fp32, which ``--bf16`` forces and
+    ``--fp16`` leaves off (Megatron-LM ``megatron/model/distributed.py`` since 2021-03 "Bfloat with
+    fp32 grad acc", e.g. @285068c8: ``torch.float if accumulate_allreduce_grads_in_fp32 else
+    param.dtype``; the 16-bit ``.grad`` is freed once added in). False: fp32."""
     grad_reduce_fp32: bool | Literal["bf16"] = False
     """In a mixed-precision regime the data-parallel gradient reduction (all-reduce or reduce-scatter)
     runs in fp32, 4 bytes per element on the wire instead of the 16-bit gradient's 2. True: in every
@@ -329,6 +333,14 @@ class Stack(Spec):
         if value is True or value is False or value == "bf16":
             return value
         raise ValueError("Input should be true, false or 'bf16' (fp32 only where the 16-bit dtype is bf16)")
+
+    @field_validator("grad_buffer_16bit", mode="before")
+    @classmethod
+    def _buffer_mode(cls, value):
+        """One message for the union (pydantic would give one per member)."""
+        if value is True or value is False or value == "fp16":
+            return value
+        raise ValueError("Input should be true, false or 'fp16' (16-bit only under fp16)")
 
     def with_overrides(self, **knobs) -> Stack:
         """A copy with ``knobs`` replaced, validated like a file (unknown knobs are an error)."""

@@ -17,6 +17,7 @@ import pytest
 import simtrain as st
 from simtrain.cost.memory import fp32_logits_grad_bytes, largest_gradient_bytes, param_memory, zero_degree
 from simtrain.cost.precision import regime
+from simtrain.errors import SpecError
 from simtrain.estimator import build_program, estimate
 from simtrain.parallel.memory_plan import stage_memories
 from simtrain.report.step_report import MemoryReport
@@ -132,6 +133,24 @@ def test_a_16bit_main_grad_buffer_holds_two_bytes_per_parameter():
     """Megatron's --grad-reduce-in-bf16: main_grad in the parameters' dtype, accumulation included."""
     kw = dict(tp=1, sp=False, ep=1, dp=1, zero_stage=0, grad_fp32_buffer=True, grad_buffer_16bit=True)
     assert param_memory(MLP_OPS, regime("bf16"), "adam", accumulating=True, **kw).grads_bytes == 2 * 40_000
+
+
+def test_megatrons_own_buffer_is_fp16_under_fp16_and_fp32_under_bf16_and_fp8():
+    """grad_buffer_16bit "fp16" (Megatron's default: main_grad in fp32 exactly when --bf16 forces the fp32
+    accumulation): 40,000 trainable parameters, 2 B each under fp16, 4 B under bf16 and fp8."""
+    kw = dict(tp=1, sp=False, ep=1, dp=1, zero_stage=0, grad_fp32_buffer=True, grad_buffer_16bit="fp16",
+              accumulating=True)
+    assert param_memory(MLP_OPS, regime("fp16"), "adam", **kw).grads_bytes == 2 * 40_000
+    assert param_memory(MLP_OPS, regime("bf16"), "adam", **kw).grads_bytes == 4 * 40_000
+    assert param_memory(MLP_OPS, regime("fp8"), "adam", **kw).grads_bytes == 4 * 40_000
+
+
+def test_the_megatron_presets_keep_megatrons_main_grad():
+    for name in ("megatron-lm", "megatron-core"):
+        s = st.load_stack(name)
+        assert (s.grad_fp32_buffer, s.grad_buffer_16bit) == (True, "fp16"), name
+    with pytest.raises(SpecError, match=r"grad_buffer_16bit: .*true, false or 'fp16'"):
+        st.TrainConfig(global_batch_size=8, stack={"preset": "megatron-lm", "grad_buffer_16bit": "bf16"})
 
 
 def test_fp8_params_store_the_fp8_gemms_weights_in_one_byte():
