@@ -52,6 +52,10 @@ a preset names, and stay with them."""
 
 Share = Annotated[float, Field(ge=0, le=1)]
 
+_PRECISION_MODES = {"grad_reduce_fp32": ("bf16", "fp32 only where the 16-bit dtype is bf16"),
+                    "grad_buffer_16bit": ("fp16", "16-bit only under fp16")}
+"""The knobs that are true, false or a precision-dependent mode (Megatron's rules): the mode and what it means."""
+
 
 class Stack(Spec):
     """One software stack (framework + kernels + runtime). Every knob is documented and overridable."""
@@ -326,21 +330,14 @@ class Stack(Spec):
     workspace_bytes: Annotated[float, Field(ge=0, le=1e12)] = 0.0
     """Memory outside the allocator's tensors: CUDA context, NCCL buffers, cuBLAS / cuDNN workspaces."""
 
-    @field_validator("grad_reduce_fp32", mode="before")
+    @field_validator(*_PRECISION_MODES, mode="before")
     @classmethod
-    def _reduce_mode(cls, value):
-        """One message for the union (pydantic would give one per member)."""
-        if value is True or value is False or value == "bf16":
+    def _bool_or_mode(cls, value, info):
+        """One message for a bool-or-mode union (pydantic would give one per member)."""
+        mode, meaning = _PRECISION_MODES[info.field_name]
+        if value is True or value is False or value == mode:
             return value
-        raise ValueError("Input should be true, false or 'bf16' (fp32 only where the 16-bit dtype is bf16)")
-
-    @field_validator("grad_buffer_16bit", mode="before")
-    @classmethod
-    def _buffer_mode(cls, value):
-        """One message for the union (pydantic would give one per member)."""
-        if value is True or value is False or value == "fp16":
-            return value
-        raise ValueError("Input should be true, false or 'fp16' (16-bit only under fp16)")
+        raise ValueError(f"Input should be true, false or '{mode}' ({meaning})")
 
     def with_overrides(self, **knobs) -> Stack:
         """A copy with ``knobs`` replaced, validated like a file (unknown knobs are an error)."""
