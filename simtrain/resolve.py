@@ -16,7 +16,8 @@ from simtrain.graph.model import Model
 from simtrain.graph.rules.lookup import LOSS_CHAINS
 from simtrain.specs.efficiency import Efficiency
 from simtrain.specs.hardware import Cluster
-from simtrain.specs.stack import Stack, resolve_stack, stack_of
+from simtrain.specs.stack import Stack
+from simtrain.specs.stack_resolve import resolve_stack, stack_of
 from simtrain.specs.train import TrainConfig
 
 __all__ = ["Resolved", "resolve", "prepare_model"]

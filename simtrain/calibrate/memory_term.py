@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from simtrain.specs.stack import named_stack
+from simtrain.specs.stack_resolve import named_stack
 
 __all__ = ["MEMORY_SCALE_BOUNDS", "MEMORY_NOISE", "with_memory_scale", "predicted_peak", "fit_memory_scale"]
 

@@ -202,7 +202,7 @@ def calibrate_runs(records, factors: list[str] | None = None) -> Calibration:
 
 
 def _stack_name(cfg) -> str:
-    from simtrain.specs.stack import stack_of
+    from simtrain.specs.stack_resolve import stack_of
     return stack_of(cfg).name
 
 

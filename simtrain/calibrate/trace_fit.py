@@ -260,7 +260,7 @@ def calibrate_classes(trace, model, cluster, config, steps: int | None = None,
 
 
 def _stack_name(cfg) -> str:
-    from simtrain.specs.stack import stack_of
+    from simtrain.specs.stack_resolve import stack_of
     return stack_of(cfg).name
 
 

@@ -56,7 +56,7 @@ def fsdp_frees_more_than_it_gathers(case: Case) -> bool:
     from simtrain.errors import SimtrainError, SpecError
     from simtrain.estimator import build_program, prepare_model
     from simtrain.parallel.model_index import model_index
-    from simtrain.specs.stack import resolve_stack, stack_of
+    from simtrain.specs.stack_resolve import resolve_stack, stack_of
     cfg = resolve_stack(case.with_fields(zero_stage=3).cfg)
     try:
         model = prepare_model(case.model, cfg)

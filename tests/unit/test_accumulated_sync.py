@@ -11,7 +11,8 @@ from simtrain.estimator import build_program
 from simtrain.parallel.comm_tasks import _bucketed_exposed
 from simtrain.parallel.fsdp_comm import grad_sync_units
 from simtrain.parallel.fsdp_units import fsdp_units
-from simtrain.specs.stack import load_stack, resolve_stack
+from simtrain.specs.stack import load_stack
+from simtrain.specs.stack_resolve import resolve_stack
 
 MODEL = "llama3-8b"
 

@@ -22,7 +22,7 @@ from simtrain.parallel.chunk_sync import (
 )
 from simtrain.parallel.comm_tasks import _bucketed_exposed
 from simtrain.parallel.schedule_orders import ONE_CHUNK, chunk_windows
-from simtrain.specs.stack import resolve_stack
+from simtrain.specs.stack_resolve import resolve_stack
 
 
 # --- the windows, read off the schedule's static order ------------------------------------------

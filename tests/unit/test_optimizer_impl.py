@@ -90,7 +90,7 @@ def test_a_stack_that_sets_fused_optimizer_keeps_it(tiny_mlp):
     eff = invented_device().efficiency.model_copy(update={"launch_overhead_s": LAUNCH})
     dev = invented_device(efficiency=eff.model_dump())
     from simtrain.cost.optimizer import impl_of_config
-    from simtrain.specs.stack import resolve_stack
+    from simtrain.specs.stack_resolve import resolve_stack
     cfg = resolve_stack(_cfg(stack="megatron-core"))
     assert impl_of_config(cfg, dev.kind) == "fused"
     assert impl_of_config(resolve_stack(_cfg(stack="megatron-core", optimizer_impl="foreach")), "gpu") == "foreach"

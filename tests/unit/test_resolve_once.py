@@ -15,7 +15,7 @@ import pytest
 
 import simtrain as st
 from simtrain.cost import compute as compute_mod
-from simtrain.specs import stack as stack_mod
+from simtrain.specs import stack_resolve as stack_mod
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOKUPS = ("stack_of", "resolve_stack", "named_stack", "load_stack", "device_efficiency")
@@ -53,7 +53,7 @@ def test_one_resolution_per_call(engine, hardware, stack):
     by_lookup = collections.Counter()
     for (name, where, func), n in calls.items():
         by_lookup[name] += n
-        allowed = {("resolve.py", "resolve"), ("specs/stack.py", "resolve_stack"), ("specs/stack.py", "named_stack")}
+        allowed = {("resolve.py", "resolve"), ("specs/stack_resolve.py", "resolve_stack"), ("specs/stack_resolve.py", "named_stack")}
         if name == "device_efficiency":
             allowed.add(("parallel/placement.py", "_efficiency_numbers"))
         assert (where, func) in allowed, f"{name} looked up below the entry, in {where}:{func}"

@@ -14,7 +14,8 @@ from simtrain.graph.rules.registry import make_op
 from simtrain.parallel.fsdp_comm import prefetched_exposed_s
 from simtrain.parallel.program import CommTask, host_bound_s
 from simtrain.specs.efficiency import AttentionKernel
-from simtrain.specs.stack import load_stack, resolve_stack, stack_names
+from simtrain.specs.stack import load_stack, stack_names
+from simtrain.specs.stack_resolve import resolve_stack
 
 PRESETS = {"megatron-core", "megatron-lm", "fsdp2", "fsdp2-compile", "deepspeed", "ddp", "llm-foundry", "reference"}
 

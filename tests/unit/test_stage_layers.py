@@ -63,7 +63,7 @@ def test_fused_swiglu_keeps_31_78_bytes_per_token_per_hidden_for_a_llama_layer()
     from simtrain.cost.op_cost import saved_bytes
     from simtrain.cost.precision import regime
     from simtrain.estimator import prepare_model
-    from simtrain.specs.stack import resolve_stack
+    from simtrain.specs.stack_resolve import resolve_stack
     model, per = st.load_model("llama3-405b"), 8192 * 16384
     out = {}
     for stack in ("fsdp2", "megatron-core"):
@@ -81,7 +81,7 @@ def test_early_stop_recompute_skips_the_block_tail():
     never recomputed; with tp = 2 the recomputation's row-parallel all-reduces halve (proj stays)."""
     from simtrain.estimator import build_program, prepare_model
     from simtrain.parallel.recompute import early_stop_tail
-    from simtrain.specs.stack import resolve_stack
+    from simtrain.specs.stack_resolve import resolve_stack
     model = st.load_model("llama2-7b")
     assert {n for n in early_stop_tail(model) if n.startswith("layers.0/")} == {"layers.0/mlp/fc2", "layers.0/mlp/add"}
     mpt = st.load_model("mpt-7b")  # GELU MLP: fc2's input (gelu's output) is the last tensor unpacked too
